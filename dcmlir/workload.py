@@ -1,0 +1,408 @@
+"""Workload extraction: which linalg ops have dynamic loops, what they compute.
+
+A *workload* is one dynamic-shape linalg contraction described by what a
+tuner needs and nothing else: its iteration space (static extents, dynamic
+dims and their ranges), the role of each loop (batch, M, N, K), element types
+and a structural key that is the same for identical ops in different layers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from dcmlir.mlir import ir, linalg, source_loc
+
+RANGES_ATTR = "dcmlir.dim_ranges"
+"""Set by ``dcmlir-annotate-ranges`` on each dynamic op: ``{d0 = array<i64: lo, hi>}``."""
+
+BATCH, M, N, K = "b", "m", "n", "k"
+
+# Ops that only initialise a buffer; they fuse into their consumer and are not workloads.
+_INITIALISERS = frozenset({"linalg.fill"})
+
+# layout -> kind name, for the contraction forms a PyTorch import produces
+_KNOWN_LAYOUTS = {
+    "mk,kn->mn": "matmul",
+    "mk,nk->mn": "matmul_transpose_b",
+    "km,kn->mn": "matmul_transpose_a",
+    "bmk,bkn->bmn": "batch_matmul",
+    "bmk,bnk->bmn": "batch_matmul_transpose_b",
+    "bkm,bkn->bmn": "batch_matmul_transpose_a",
+}
+
+
+@dataclass(frozen=True)
+class DimSource:
+    """An operand dimension that holds a loop's extent at run time."""
+
+    operand: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class LoopDim:
+    index: int
+    role: str
+    extent: int | None  # None: dynamic
+    source: DimSource
+    range: tuple[int, int] | None = None  # inclusive, for dynamic dims
+
+    @property
+    def dynamic(self) -> bool:
+        return self.extent is None
+
+    def describe(self) -> str:
+        if self.extent is not None:
+            return str(self.extent)
+        return "?" if self.range is None else f"?[{self.range[0]}..{self.range[1]}]"
+
+
+@dataclass(frozen=True)
+class Workload:
+    op_name: str
+    kind: str
+    layout: str
+    dims: tuple[LoopDim, ...]
+    element_types: tuple[str, ...]  # inputs then outputs
+    key: str
+    location: str = field(compare=False)
+
+    @property
+    def dynamic_dims(self) -> tuple[LoopDim, ...]:
+        return tuple(d for d in self.dims if d.dynamic)
+
+    def dims_of(self, role: str) -> tuple[LoopDim, ...]:
+        return tuple(d for d in self.dims if d.role == role)
+
+    def describe(self) -> str:
+        space = "x".join(d.describe() for d in self.dims)
+        roles = "".join(d.role for d in self.dims)
+        types = ",".join(self.element_types)
+        return f"{self.kind} ({roles}) {space} {types} key={self.key}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "op": self.op_name,
+            "kind": self.kind,
+            "layout": self.layout,
+            "location": self.location,
+            "element_types": list(self.element_types),
+            "loops": [
+                {
+                    "dim": d.index,
+                    "role": d.role,
+                    "extent": d.extent,
+                    "range": list(d.range) if d.range else None,
+                    "source": {"operand": d.source.operand, "dim": d.source.dim},
+                }
+                for d in self.dims
+            ],
+        }
+
+
+class NotAWorkload(Exception):
+    """A dynamic linalg op dcmlir does not tune; the message says why."""
+
+
+def _maps_or_none(op: ir.Operation) -> list[ir.AffineMap] | None:
+    try:
+        return [attr.value for attr in linalg.get_indexing_maps(op.opview)]
+    except Exception:  # not a structured op: the binding raises a generic error
+        return None
+
+
+def _shaped_operand_shape(value: ir.Value) -> list[int] | None:
+    if isinstance(value.type, ir.RankedTensorType | ir.MemRefType):
+        return list(value.type.shape)
+    return None
+
+
+def loop_extents(op: ir.Operation) -> list[tuple[int | None, DimSource]] | None:
+    """Extent of every loop (None if dynamic) and an operand dim that carries it."""
+    maps = _maps_or_none(op)
+    if maps is None:
+        return None
+    n_loops = maps[0].n_dims
+    found: list[tuple[int | None, DimSource] | None] = [None] * n_loops
+    dynamic = ir.ShapedType.get_dynamic_size()
+    for operand_index, (value, amap) in enumerate(zip(op.operands, maps, strict=False)):
+        shape = _shaped_operand_shape(value)
+        if shape is None:
+            continue
+        for position, expr in enumerate(amap.results):
+            if not isinstance(expr, ir.AffineDimExpr):
+                continue
+            loop = expr.position
+            size = shape[position]
+            extent = None if size == dynamic else size
+            current = found[loop]
+            if current is None or (current[0] is None and extent is not None):
+                found[loop] = (extent, DimSource(operand_index, position))
+    if any(entry is None for entry in found):
+        return None
+    return [entry for entry in found if entry is not None]
+
+
+def is_dynamic_linalg(op: ir.Operation) -> bool:
+    extents = loop_extents(op) if op.name.startswith("linalg.") else None
+    return extents is not None and any(extent is None for extent, _ in extents)
+
+
+def dynamic_linalg_ops(module: ir.Operation) -> list[ir.Operation]:
+    """Every linalg op with a dynamic loop, in IR order, initialisers excluded."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name not in _INITIALISERS and is_dynamic_linalg(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def read_ranges(op: ir.Operation) -> dict[int, tuple[int, int]]:
+    """The ``dcmlir.dim_ranges`` of an op as ``{loop: (lo, hi)}``."""
+    if RANGES_ATTR not in op.attributes:
+        return {}
+    ranges: dict[int, tuple[int, int]] = {}
+    for named in ir.DictAttr(op.attributes[RANGES_ATTR]):
+        lo, hi = list(ir.DenseI64ArrayAttr(named.attr))
+        ranges[int(named.name.lstrip("d"))] = (lo, hi)
+    return ranges
+
+
+def write_ranges(op: ir.Operation, ranges: dict[int, tuple[int, int]]) -> None:
+    entries = {f"d{loop}": ir.DenseI64ArrayAttr.get(list(r)) for loop, r in sorted(ranges.items())}
+    op.attributes[RANGES_ATTR] = ir.DictAttr.get(entries)
+
+
+def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
+    """Describe a dynamic linalg op as a workload, or raise :class:`NotAWorkload`."""
+    extents = loop_extents(op)
+    if extents is None:
+        raise NotAWorkload(f"'{op.name}' is not a structured linalg op on ranked tensors")
+    if len(op.results) > 1 or len(op.operands) != 3:
+        raise NotAWorkload(f"'{op.name}' is not a two-input contraction")
+    if not linalg.isa_contraction_op(op.opview):
+        raise NotAWorkload(f"'{op.name}' is not a contraction (only contractions are tuned)")
+    dims = linalg.infer_contraction_dimensions(op.opview)
+    if dims is None:
+        raise NotAWorkload(f"'{op.name}': contraction dimensions could not be inferred")
+    roles: dict[int, str] = {}
+    for role, loops in ((BATCH, dims.batch), (M, dims.m), (N, dims.n), (K, dims.k)):
+        for loop in loops:
+            roles[int(loop)] = role
+    if len(roles) != len(extents):
+        raise NotAWorkload(f"'{op.name}': some loops are neither batch, M, N nor K")
+    element_types = tuple(str(v.type.element_type) for v in op.operands)
+    if not all(t in SUPPORTED_ELEMENT_TYPES for t in element_types):
+        raise NotAWorkload(
+            f"'{op.name}': element types {','.join(element_types)} are not supported "
+            f"(supported: {', '.join(SUPPORTED_ELEMENT_TYPES)})"
+        )
+    ranges = read_ranges(op)
+    loop_dims = tuple(
+        LoopDim(index, roles[index], extent, source, ranges.get(index) if extent is None else None)
+        for index, (extent, source) in enumerate(extents)
+    )
+    maps = _maps_or_none(op) or []
+    layout = _layout(maps, roles)
+    return Workload(
+        op_name=op.name,
+        kind=_KNOWN_LAYOUTS.get(layout, "contraction"),
+        layout=layout,
+        dims=loop_dims,
+        element_types=element_types,
+        key=structural_key(op, maps, extents, element_types),
+        location=str(source_loc(op.location, source_name)),
+    )
+
+
+SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "bf16")
+
+
+def _layout(maps: list[ir.AffineMap], roles: dict[int, str]) -> str:
+    def letters(amap: ir.AffineMap) -> str:
+        return "".join(
+            roles.get(expr.position, "?") if isinstance(expr, ir.AffineDimExpr) else "?"
+            for expr in amap.results
+        )
+
+    inputs = ",".join(letters(m) for m in maps[:-1])
+    return f"{inputs}->{letters(maps[-1])}"
+
+
+def structural_key(
+    op: ir.Operation,
+    maps: list[ir.AffineMap],
+    extents: list[tuple[int | None, DimSource]],
+    element_types: tuple[str, ...],
+) -> str:
+    """Same for ops that compute the same thing on the same static extents."""
+    body: list[str] = []
+    if op.name == "linalg.generic":
+        for inner in op.regions[0].blocks[0].operations:
+            body.append(f"{inner.name}:{','.join(str(r.type) for r in inner.results)}")
+    iterators = str(op.attributes["iterator_types"]) if "iterator_types" in op.attributes else ""
+    payload = {
+        "op": op.name,
+        "maps": [str(m) for m in maps],
+        "iterators": iterators,
+        "extents": [extent for extent, _ in extents],
+        "types": list(element_types),
+        "body": body,
+    }
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return digest[:16]
+
+
+def workloads(
+    module: ir.Operation, source_name: str = "-"
+) -> Iterator[tuple[ir.Operation, Workload | NotAWorkload]]:
+    """Each dynamic linalg op with its workload, or the reason it is not one."""
+    for op in dynamic_linalg_ops(module):
+        try:
+            yield op, analyse(op, source_name)
+        except NotAWorkload as reason:
+            yield op, reason
+
+
+# --- ranges --------------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """``LO:HI`` (inclusive) with 0 <= LO <= HI; a clear ValueError otherwise."""
+    match = _RANGE.match(text)
+    if not match:
+        raise ValueError(f"range '{text}' is not LO:HI with integers, e.g. 1:128")
+    lo, hi = int(match.group(1)), int(match.group(2))
+    if lo < 0:
+        raise ValueError(f"range '{text}' has a negative bound; dimensions are >= 0")
+    if lo > hi:
+        raise ValueError(f"range '{text}' is reversed; write {hi}:{lo}")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class ArgDim:
+    """A dimension of a function argument, written ``argN.D`` (or ``N.D``)."""
+
+    arg: int
+    dim: int
+
+    def __str__(self) -> str:
+        return f"arg{self.arg}.{self.dim}"
+
+
+_ARG_DIM = re.compile(r"^(?:arg|%arg)?(\d+)\.(\d+)$")
+
+
+def parse_arg_dim(text: str) -> ArgDim:
+    match = _ARG_DIM.match(text.strip())
+    if not match:
+        raise ValueError(f"'{text}' does not name an argument dimension; write argN.D, e.g. arg0.0")
+    return ArgDim(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass
+class DimOrigin:
+    """Where a dynamic extent comes from: function argument dims and IR assumptions."""
+
+    arg_dims: set[ArgDim] = field(default_factory=set)
+    assumed: tuple[int, int] | None = None
+
+    def merge_assumption(self, bounds: tuple[int, int]) -> None:
+        if self.assumed is None:
+            self.assumed = bounds
+        else:
+            self.assumed = (max(self.assumed[0], bounds[0]), min(self.assumed[1], bounds[1]))
+
+
+def trace_dim(value: ir.Value, dim: int, origin: DimOrigin | None = None, depth: int = 0) -> DimOrigin:
+    """Follow a tensor dimension back to function arguments and ``util.assume.int``."""
+    origin = origin if origin is not None else DimOrigin()
+    if depth > 64:
+        return origin
+    if isinstance(value, ir.BlockArgument):
+        owner = value.owner.owner
+        if owner is not None and owner.operation.name == "func.func":
+            origin.arg_dims.add(ArgDim(value.arg_number, dim))
+        return origin
+    if not isinstance(value, ir.OpResult):
+        return origin
+    producer = value.owner.operation
+    name = producer.name
+    if name == "tensor.empty":
+        return _trace_empty_dim(producer, value, dim, origin, depth)
+    if name in ("tensor.cast", "util.assume.int"):
+        return trace_dim(producer.operands[value.result_number], dim, origin, depth + 1)
+    if name.startswith("linalg.") and loop_extents(producer) is not None:
+        # A destination-style op: result i has the shape of its init operand.
+        n_inputs = len(producer.operands) - len(producer.results)
+        init = producer.operands[n_inputs + value.result_number]
+        return trace_dim(init, dim, origin, depth + 1)
+    return origin
+
+
+def _trace_empty_dim(
+    empty: ir.Operation, value: ir.Value, dim: int, origin: DimOrigin, depth: int
+) -> DimOrigin:
+    shape = value.type.shape
+    dynamic = ir.ShapedType.get_dynamic_size()
+    if shape[dim] != dynamic:
+        return origin
+    size_index = sum(1 for s in shape[:dim] if s == dynamic)
+    return trace_index(empty.operands[size_index], origin, depth + 1)
+
+
+def trace_index(value: ir.Value, origin: DimOrigin | None = None, depth: int = 0) -> DimOrigin:
+    """Follow an index value (a tensor.dim, an assumption) to its origins."""
+    origin = origin if origin is not None else DimOrigin()
+    if depth > 64 or not isinstance(value, ir.OpResult):
+        return origin
+    producer = value.owner.operation
+    if producer.name == "tensor.dim":
+        position = _constant_index(producer.operands[1])
+        if position is not None:
+            trace_dim(producer.operands[0], position, origin, depth + 1)
+        return origin
+    if producer.name == "util.assume.int":
+        bounds = _assumption_bounds(producer, value.result_number)
+        if bounds is not None:
+            origin.merge_assumption(bounds)
+        return trace_index(producer.operands[value.result_number], origin, depth + 1)
+    if producer.name in ("arith.index_cast", "arith.index_castui"):
+        return trace_index(producer.operands[0], origin, depth + 1)
+    return origin
+
+
+def _constant_index(value: ir.Value) -> int | None:
+    if not isinstance(value, ir.OpResult) or value.owner.operation.name != "arith.constant":
+        return None
+    attr = value.owner.operation.attributes["value"]
+    return int(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
+
+
+_UMIN = re.compile(r"umin\s*=\s*(\d+)")
+_UMAX = re.compile(r"umax\s*=\s*(\d+)")
+
+
+def _assumption_bounds(op: ir.Operation, result: int) -> tuple[int, int] | None:
+    """Union of the alternatives ``util.assume.int`` gives for one operand."""
+    per_operand = ir.ArrayAttr(op.attributes["assumptions"])
+    if result >= len(per_operand):
+        return None
+    alternatives = str(per_operand[result])
+    lows = [int(x) for x in _UMIN.findall(alternatives)]
+    highs = [int(x) for x in _UMAX.findall(alternatives)]
+    if not lows or not highs:
+        return None
+    return min(lows), max(highs)

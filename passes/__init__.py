@@ -1,0 +1,38 @@
+"""dcmlir's IR passes, one file each, registered by kebab-case name.
+
+The registry maps a name to a loader so that listing passes or running one
+imports only what is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dcmlir.pass_base import ModulePass
+
+
+def _annotate_ranges() -> type[ModulePass]:
+    from dcmlir.passes.annotate_ranges import AnnotateRangesPass
+
+    return AnnotateRangesPass
+
+
+def _list_workloads() -> type[ModulePass]:
+    from dcmlir.passes.list_workloads import ListWorkloadsPass
+
+    return ListWorkloadsPass
+
+
+def _microkernel_tile() -> type[ModulePass]:
+    from dcmlir.passes.microkernel_tile import MicrokernelTilePass
+
+    return MicrokernelTilePass
+
+
+def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Every dcmlir pass by name, loaded on first use."""
+    return {
+        "dcmlir-annotate-ranges": _annotate_ranges,
+        "dcmlir-list-workloads": _list_workloads,
+        "dcmlir-microkernel-tile": _microkernel_tile,
+    }
