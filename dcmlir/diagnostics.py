@@ -83,6 +83,8 @@ class DiagnosticEngine:
     def add_mlir_error(self, error: ir.MLIRError) -> None:
         """Record what an ``MLIRError`` carries, skipping ones the handler already saw."""
         found = [self.convert(d) for d in error.error_diagnostics]
+        if not found and self.has_errors:
+            return  # the generic "pipeline failed" adds nothing to the errors we have
         if not found:
             found = [Diagnostic("error", SourceLoc(self.source_name, 0, 0), error.message)]
         for diag in found:
@@ -140,7 +142,9 @@ def parse_expectations(text: str) -> list[Expectation]:
                 line_no += int(where)
             elif where:
                 line_no = int(where)
-            found.append(Expectation(match.group("severity"), line_no, match.group("message"), index + 1))
+            found.append(
+                Expectation(match.group("severity"), line_no, match.group("message"), index + 1)
+            )
     return found
 
 
@@ -151,9 +155,7 @@ def _next_code_line(lines: list[str], index: int, step: int) -> int:
     return probe + 1
 
 
-def verify_expectations(
-    text: str, source_name: str, diagnostics: list[Diagnostic]
-) -> list[str]:
+def verify_expectations(text: str, source_name: str, diagnostics: list[Diagnostic]) -> list[str]:
     """Match diagnostics to ``expected-*`` comments; return one problem line per mismatch."""
     expectations = parse_expectations(text)
     problems: list[str] = []
@@ -169,9 +171,7 @@ def verify_expectations(
                 exp.matched = True
                 break
         else:
-            problems.append(
-                f"{diag.loc}: error: unexpected {diag.severity}: {diag.message}"
-            )
+            problems.append(f"{diag.loc}: error: unexpected {diag.severity}: {diag.message}")
     for exp in expectations:
         if not exp.matched:
             problems.append(

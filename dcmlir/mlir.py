@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir, passmanager  # type: ignore[import-untyped]
+from iree.compiler import version as _iree_version  # type: ignore[import-untyped]
 from iree.compiler.dialects import (  # type: ignore[import-untyped]
     arith,
     builtin,
@@ -25,7 +26,11 @@ from iree.compiler.dialects.transform import (  # type: ignore[import-untyped]
     structured,
 )
 
+IREE_COMPILER_VERSION: str = _iree_version.VERSION
+"""The version of the bundled IREE compiler (and so of these bindings)."""
+
 __all__ = [
+    "IREE_COMPILER_VERSION",
     "SourceLoc",
     "arith",
     "builtin",
@@ -55,11 +60,15 @@ class SourceLoc:
     col: int
 
     def __str__(self) -> str:
+        if not self.line:  # an unknown location: name the file at least
+            return self.file
         return f"{self.file}:{self.line}:{self.col}"
 
 
 def source_loc(loc: ir.Location, default_file: str = "-") -> SourceLoc:
     """Find the first file:line:col inside any MLIR location (name, call site, fused)."""
+    if type(loc) is ir.Location:  # diagnostics hand out the base class: downcast it
+        loc = ir.Location.from_attr(loc.attr)
     if isinstance(loc, ir.FileLineColLoc):
         # Module.parse names every buffer "-": give it the file the user gave us.
         name = default_file if loc.filename == PARSER_BUFFER_NAME else loc.filename

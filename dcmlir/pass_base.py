@@ -84,7 +84,7 @@ class ModulePass(ABC):
         ]
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> Self:
+    def from_options(cls, options: dict[str, str | None]) -> Self:
         """Build the pass from ``{option: text}``; unknown or malformed options raise."""
         hints = typing.get_type_hints(cls)
         by_option = {_kebab(f.name): f for f in cls.option_fields()}
@@ -96,6 +96,13 @@ class ModulePass(ABC):
                 raise PassOptionError(
                     f"pass '{cls.name}' has no option '{key}' (options: {accepted})"
                 )
+            if text is None:  # a bare flag: only booleans may be written that way
+                if hints[known.name] is not bool:
+                    raise PassOptionError(
+                        f"pass '{cls.name}': option '{key}' needs a value: "
+                        f"{key}=<{_type_name(hints[known.name])}>"
+                    )
+                text = "true"
             try:
                 values[known.name] = _parse_value(hints[known.name], text)
             except ValueError as err:

@@ -65,16 +65,16 @@ def _strip_module_anchor(text: str) -> str:
     return text
 
 
-def parse_options(text: str) -> dict[str, str]:
-    """``key=value key2="a b" flag`` -> ``{key: value, key2: '"a b"', flag: ''}``."""
-    options: dict[str, str] = {}
+def parse_options(text: str) -> dict[str, str | None]:
+    """``key=value key2="a b" flag`` -> ``{key: value, key2: '"a b"', flag: None}``."""
+    options: dict[str, str | None] = {}
     for item in split_top_level(text, " "):
         if not item:
             continue
         key, has_value, value = item.partition("=")
         if not key:
             raise PipelineError(f"bad option '{item}': expected key=value")
-        options[key] = value if has_value else ""
+        options[key] = value if has_value else None
     return options
 
 
@@ -124,7 +124,9 @@ def pipeline_spec(elements: list[PipelineElement]) -> str:
     return ",".join(element.spec() for element in elements)
 
 
-def build_pass_manager(elements: list[PipelineElement], ctx: PassContext) -> passmanager.PassManager:
+def build_pass_manager(
+    elements: list[PipelineElement], ctx: PassContext
+) -> passmanager.PassManager:
     """One PassManager running the elements in order (needs an active ``ir.Context``)."""
     pm = passmanager.PassManager("builtin.module")
     for element in elements:

@@ -187,10 +187,10 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
     extents = loop_extents(op)
     if extents is None:
         raise NotAWorkload(f"'{op.name}' is not a structured linalg op on ranked tensors")
-    if len(op.results) > 1 or len(op.operands) != 3:
-        raise NotAWorkload(f"'{op.name}' is not a two-input contraction")
     if not linalg.isa_contraction_op(op.opview):
         raise NotAWorkload(f"'{op.name}' is not a contraction (only contractions are tuned)")
+    if len(op.results) > 1 or len(op.operands) != 3:
+        raise NotAWorkload(f"'{op.name}' is not a two-input contraction")
     dims = linalg.infer_contraction_dimensions(op.opview)
     if dims is None:
         raise NotAWorkload(f"'{op.name}': contraction dimensions could not be inferred")
@@ -326,7 +326,9 @@ class DimOrigin:
             self.assumed = (max(self.assumed[0], bounds[0]), min(self.assumed[1], bounds[1]))
 
 
-def trace_dim(value: ir.Value, dim: int, origin: DimOrigin | None = None, depth: int = 0) -> DimOrigin:
+def trace_dim(
+    value: ir.Value, dim: int, origin: DimOrigin | None = None, depth: int = 0
+) -> DimOrigin:
     """Follow a tensor dimension back to function arguments and ``util.assume.int``."""
     origin = origin if origin is not None else DimOrigin()
     if depth > 64:

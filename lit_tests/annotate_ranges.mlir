@@ -1,0 +1,65 @@
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-annotate-ranges{range=1:128}' | FileCheck %s
+// RUN: dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=1:128 dims=arg0.0=4:16}' | FileCheck %s --check-prefix=OVERRIDE
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-annotate-ranges' --verify-diagnostics
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=128:1}' 2>&1 | FileCheck %s --check-prefix=REVERSED
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=a:b}' 2>&1 | FileCheck %s --check-prefix=NONNUM
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=-1:4}' 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not dcmlir-opt %s --split-input-file -p 'dcmlir-annotate-ranges{dims=arg7.0=1:8}' 2>&1 | FileCheck %s --check-prefix=NODIM
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{ranges=1:8}' 2>&1 | FileCheck %s --check-prefix=BADKEY
+
+// REVERSED: dcmlir-opt: error: pass 'dcmlir-annotate-ranges': range '128:1' is reversed; write 1:128
+// NONNUM: dcmlir-opt: error: pass 'dcmlir-annotate-ranges': range 'a:b' is not LO:HI with integers
+// NEG: error: pass 'dcmlir-annotate-ranges': range '-1:4' has a negative bound
+// NODIM: error: dims: arg7.0 is not a dynamic dimension of any function argument (dynamic ones: arg0.0)
+// BADKEY: dcmlir-opt: error: pass 'dcmlir-annotate-ranges' has no option 'ranges' (options: dims, range)
+
+// Without --split-input-file the three functions form one module, so arg0.0 names
+// a dynamic dim of @dense only (argN.D applies to every function that has it).
+// The default range reaches the matmul through tensor.dim -> tensor.empty -> linalg.fill.
+// CHECK-LABEL: func.func @dense
+// CHECK-NOT: linalg.fill {{.*}}dcmlir.dim_ranges
+// CHECK: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 1, 128>}}
+// OVERRIDE-LABEL: func.func @dense
+// OVERRIDE: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 4, 16>}}
+func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-warning @below {{no range for dynamic loop d0}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  return %r : tensor<?x768xf32>
+}
+
+// -----
+
+// util.assume.int bounds in the IR beat the blanket default; both dynamic dims get one.
+// CHECK-LABEL: func.func @attention_scores
+// CHECK: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 1, 128>, d2 = array<i64: 1, 512>}}
+// OVERRIDE-LABEL: func.func @attention_scores
+// OVERRIDE: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 1, 128>, d2 = array<i64: 1, 512>}}
+func.func @attention_scores(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>) -> tensor<12x?x?xf32> {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %t = tensor.dim %q, %c1 : tensor<12x?x64xf32>
+  %s = tensor.dim %k, %c2 : tensor<12x64x?xf32>
+  %sa = util.assume.int %s<umin = 1, umax = 512> : index
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t, %sa) : tensor<12x?x?xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+  // expected-warning @below {{no range for dynamic loop d1}}
+  %r = linalg.batch_matmul ins(%q, %k : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%init : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+  return %r : tensor<12x?x?xf32>
+}
+
+// -----
+
+// No dynamic op: the module comes out unchanged, no attribute anywhere.
+// CHECK-LABEL: func.func @static_only
+// CHECK-NOT: dcmlir.dim_ranges
+// CHECK: return
+func.func @static_only(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}

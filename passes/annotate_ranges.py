@@ -1,0 +1,151 @@
+"""``dcmlir-annotate-ranges``: record the value range of every dynamic loop.
+
+Each dynamic-shape linalg op gets ``dcmlir.dim_ranges = {dN = array<i64: lo, hi>}``
+(inclusive) for its dynamic loops, which later passes and the tuner read.
+Where a range comes from, strongest first:
+
+1. ``dims=argN.D=LO:HI,...``: the user's word for one function-argument dim;
+2. ``util.assume.int`` bounds already in the IR (a frontend's facts);
+3. ``range=LO:HI``: a default for every dynamic dim the above leave open.
+
+A dynamic loop with none of these is left without a range and gets a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dcmlir.mlir import ir, linalg
+from dcmlir.pass_base import ModulePass, PassContext, option
+from dcmlir.workload import (
+    ArgDim,
+    DimOrigin,
+    dynamic_linalg_ops,
+    loop_extents,
+    parse_arg_dim,
+    parse_range,
+    trace_dim,
+    write_ranges,
+)
+
+
+@dataclass(frozen=True)
+class AnnotateRangesPass(ModulePass):
+    name = "dcmlir-annotate-ranges"
+    summary = "record the value range of each dynamic loop of each dynamic-shape linalg op"
+
+    range: str = option("", "LO:HI (inclusive) for every dynamic dim without a better source")
+    dims: tuple[str, ...] = option((), "per-argument ranges: argN.D=LO:HI,... (argument N, dim D)")
+
+    def __post_init__(self) -> None:
+        if self.range:
+            parse_range(self.range)
+        self.overrides()  # validates
+
+    def default_range(self) -> tuple[int, int] | None:
+        return parse_range(self.range) if self.range else None
+
+    def overrides(self) -> dict[ArgDim, tuple[int, int]]:
+        found: dict[ArgDim, tuple[int, int]] = {}
+        for item in self.dims:
+            where, has_range, text = item.partition("=")
+            if not has_range:
+                raise ValueError(f"'{item}' in dims is not argN.D=LO:HI")
+            found[parse_arg_dim(where)] = parse_range(text)
+        return found
+
+    def apply(self, ctx: PassContext, module: ir.Operation) -> None:
+        overrides = self.overrides()
+        self.check_overrides_exist(ctx, module, overrides)
+        default = self.default_range()
+        for op in dynamic_linalg_ops(module):
+            ranges: dict[int, tuple[int, int]] = {}
+            for loop, origin in dynamic_loop_origins(op).items():
+                found = self.resolve(ctx, op, loop, origin, overrides, default)
+                if found is not None:
+                    ranges[loop] = found
+            if ranges:
+                write_ranges(op, ranges)
+
+    def resolve(
+        self,
+        ctx: PassContext,
+        op: ir.Operation,
+        loop: int,
+        origin: DimOrigin,
+        overrides: dict[ArgDim, tuple[int, int]],
+        default: tuple[int, int] | None,
+    ) -> tuple[int, int] | None:
+        given = [overrides[arg] for arg in sorted(origin.arg_dims, key=str) if arg in overrides]
+        if given:
+            lo = max(r[0] for r in given)
+            hi = min(r[1] for r in given)
+            if lo > hi:
+                names = ", ".join(str(a) for a in sorted(origin.arg_dims, key=str))
+                raise ctx.fail(
+                    op, f"loop d{loop} has the extent of {names}, whose ranges do not overlap"
+                )
+            return lo, hi
+        if origin.assumed is not None:
+            if origin.assumed[0] > origin.assumed[1]:
+                raise ctx.fail(op, f"loop d{loop}: util.assume.int bounds are contradictory")
+            return origin.assumed
+        if default is not None:
+            return default
+        ctx.warning(
+            op,
+            f"no range for dynamic loop d{loop}; pass range=LO:HI or dims=argN.D=LO:HI",
+        )
+        return None
+
+    @staticmethod
+    def check_overrides_exist(
+        ctx: PassContext, module: ir.Operation, overrides: dict[ArgDim, tuple[int, int]]
+    ) -> None:
+        """An override naming no dynamic argument dim is a typo: say so, do not ignore it."""
+        if not overrides:
+            return
+        dynamic = dynamic_argument_dims(module)
+        for arg_dim in overrides:
+            if arg_dim not in dynamic:
+                known = ", ".join(str(a) for a in sorted(dynamic, key=str)) or "none"
+                raise ctx.fail(
+                    module,
+                    f"dims: {arg_dim} is not a dynamic dimension of any function argument "
+                    f"(dynamic ones: {known})",
+                )
+
+
+def dynamic_loop_origins(op: ir.Operation) -> dict[int, DimOrigin]:
+    """For each dynamic loop, where every operand that carries it gets its extent."""
+    extents = loop_extents(op) or []
+    maps = [attr.value for attr in linalg.get_indexing_maps(op.opview)]
+    dynamic_size = ir.ShapedType.get_dynamic_size()
+    origins = {loop: DimOrigin() for loop, (extent, _) in enumerate(extents) if extent is None}
+    for value, amap in zip(op.operands, maps, strict=False):
+        if not isinstance(value.type, ir.RankedTensorType):
+            continue
+        for position, expr in enumerate(amap.results):
+            if not isinstance(expr, ir.AffineDimExpr) or expr.position not in origins:
+                continue
+            if value.type.shape[position] == dynamic_size:
+                trace_dim(value, position, origins[expr.position])
+    return origins
+
+
+def dynamic_argument_dims(module: ir.Operation) -> set[ArgDim]:
+    found: set[ArgDim] = set()
+    dynamic_size = ir.ShapedType.get_dynamic_size()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name != "func.func" or not op.regions[0].blocks:
+            return ir.WalkResult.ADVANCE
+        for arg in op.regions[0].blocks[0].arguments:
+            if isinstance(arg.type, ir.RankedTensorType):
+                for dim, size in enumerate(arg.type.shape):
+                    if size == dynamic_size:
+                        found.add(ArgDim(arg.arg_number, dim))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
