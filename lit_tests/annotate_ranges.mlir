@@ -63,3 +63,16 @@ func.func @static_only(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x1
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
 }
+
+// -----
+
+// A range recorded earlier is kept over the blanket default (it is what the IR says),
+// but a per-argument range still wins.
+// CHECK-LABEL: func.func @recorded
+// CHECK: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 2, 6>}}
+// OVERRIDE-LABEL: func.func @recorded
+// OVERRIDE: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 4, 16>}}
+func.func @recorded(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %init: tensor<?x768xf32>) -> tensor<?x768xf32> {
+  %r = linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 2, 6>}} ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  return %r : tensor<?x768xf32>
+}

@@ -5,7 +5,8 @@ Each dynamic-shape linalg op gets ``dcmlir.dim_ranges = {dN = array<i64: lo, hi>
 Where a range comes from, strongest first:
 
 1. ``dims=argN.D=LO:HI,...``: the user's word for one function-argument dim;
-2. ``util.assume.int`` bounds already in the IR (a frontend's facts);
+2. what the IR already says: a ``dcmlir.dim_ranges`` entry recorded earlier,
+   else ``util.assume.int`` bounds (a frontend's facts);
 3. ``range=LO:HI``: a default for every dynamic dim the above leave open.
 
 A dynamic loop with none of these is left without a range and gets a warning.
@@ -24,6 +25,7 @@ from dcmlir.workload import (
     loop_extents,
     parse_arg_dim,
     parse_range,
+    read_ranges,
     trace_dim,
     write_ranges,
 )
@@ -59,8 +61,11 @@ class AnnotateRangesPass(ModulePass):
         self.check_overrides_exist(ctx, module, overrides)
         default = self.default_range()
         for op in dynamic_linalg_ops(module):
+            recorded = read_ranges(op)
             ranges: dict[int, tuple[int, int]] = {}
             for loop, origin in dynamic_loop_origins(op).items():
+                if loop in recorded:
+                    origin.merge_assumption(recorded[loop])
                 found = self.resolve(ctx, op, loop, origin, overrides, default)
                 if found is not None:
                     ranges[loop] = found
@@ -88,7 +93,7 @@ class AnnotateRangesPass(ModulePass):
             return lo, hi
         if origin.assumed is not None:
             if origin.assumed[0] > origin.assumed[1]:
-                raise ctx.fail(op, f"loop d{loop}: util.assume.int bounds are contradictory")
+                raise ctx.fail(op, f"loop d{loop}: the ranges the IR records for it do not overlap")
             return origin.assumed
         if default is not None:
             return default

@@ -15,6 +15,7 @@ from typing import IO
 
 from dcmlir import __version__
 from dcmlir.diagnostics import DiagnosticEngine, verify_expectations
+from dcmlir.inputs import InputError, read_source
 from dcmlir.mlir import IREE_COMPILER_VERSION, ir, parse_module
 from dcmlir.pass_base import PassContext
 from dcmlir.passes import get_all_passes
@@ -151,17 +152,10 @@ class DcmlirOptMain:
         return not engine.has_errors
 
     def read_input(self, path: str) -> tuple[str, str]:
-        if path == "-":
-            return "<stdin>", self.stdin.read()
         try:
-            with open(path, encoding="utf-8") as handle:
-                return path, handle.read()
-        except OSError as err:
-            raise DriverError(f"cannot read '{path}': {err.strerror}") from None
-        except UnicodeDecodeError:
-            raise DriverError(
-                f"cannot read '{path}': not UTF-8 text (bytecode is not supported)"
-            ) from None
+            return read_source(path, self.stdin)
+        except InputError as err:
+            raise DriverError(str(err)) from None
 
     def write_output(self, path: str, text: str) -> None:
         if text and not text.endswith("\n"):

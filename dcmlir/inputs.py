@@ -1,0 +1,24 @@
+"""Reading the user's input files the same way in every command."""
+
+from __future__ import annotations
+
+from typing import IO
+
+
+class InputError(ValueError):
+    """An input that cannot be read; the message names the file and the reason."""
+
+
+def read_source(path: str, stdin: IO[str]) -> tuple[str, str]:
+    """(name for diagnostics, text) of a file, or of ``stdin`` for ``-``."""
+    if path == "-":
+        return "<stdin>", stdin.read()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return path, handle.read()
+    except OSError as err:
+        raise InputError(f"cannot read '{path}': {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(
+            f"cannot read '{path}': not UTF-8 text (MLIR bytecode is not supported)"
+        ) from None

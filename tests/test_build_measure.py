@@ -1,0 +1,260 @@
+"""Building with IREE (cache, errors, targets) and measuring (timer, checks, interleaving).
+
+Every build here is a real ``iree-compile`` run and every timing a real call;
+the settings are tiny so the file stays fast on two cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dcmlir.build
+from dcmlir.build import BuildCache, BuildError, build, compile_module, default_cache_dir
+from dcmlir.iree import RuntimeFailure, load_function
+from dcmlir.measure import (
+    IreeVariant,
+    MeasureSettings,
+    MismatchError,
+    PythonVariant,
+    Timer,
+    check_outputs,
+    measure_interleaved,
+    measure_shapes,
+    random_inputs,
+    relative_error,
+)
+
+TINY = MeasureSettings(min_time=0.002, rounds=3, input_sets=2, warmup=0.002)
+BROKEN = """func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+"""
+
+
+def example(name: str) -> str:
+    return (resources.files("dcmlir") / "examples" / name).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the user's ~/.cache out of the tests; one cache for the module saves compiles."""
+    directory = tmp_path_factory.mktemp("dcmlir-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DCMLIR_CACHE_DIR", str(directory))
+        yield directory
+
+
+@pytest.fixture(scope="module")
+def dense_vmfb(cache_dir: Path) -> bytes:
+    return compile_module(example("bert_dense.mlir"))
+
+
+# --- build ---------------------------------------------------------------------------------
+
+
+def test_cache_dir_follows_environment(cache_dir: Path) -> None:
+    assert default_cache_dir() == cache_dir
+
+
+@pytest.mark.parametrize("rows", [1, 5, 128])
+def test_dense_example_matches_numpy(dense_vmfb: bytes, rows: int) -> None:
+    dense = load_function(dense_vmfb, "dense")
+    x, w = random_inputs([(rows, 768), (768, 768)], sets=1, seed=rows)[0]
+    (y,) = dense(x, w)
+    assert y.shape == (rows, 768)
+    expected = x.astype(np.float64) @ w.astype(np.float64)
+    assert relative_error(y, expected) <= 1e-4
+
+
+def test_attention_example_matches_numpy() -> None:
+    attention = load_function(compile_module(example("bert_attention.mlir")), "attention")
+    for length in (1, 7):
+        q, kt, v = random_inputs([(12, length, 64), (12, 64, length), (12, length, 64)], sets=1)[0]
+        scores = (q.astype(np.float64) @ kt) / 8.0
+        probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        (context,) = attention(q, kt, v)
+        assert relative_error(context, probs @ v) <= 1e-4
+
+
+def test_second_build_is_a_cache_hit_and_compiles_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = BuildCache(tmp_path)
+    text = example("bert_dense.mlir")
+    first = build(text, cache=cache)
+    assert not first.cached and first.seconds > 0
+    assert (cache.misses, cache.hits) == (1, 0)
+
+    def no_compiling(*_args: object) -> None:
+        raise AssertionError("iree-compile ran on a cache hit")
+
+    monkeypatch.setattr(dcmlir.build, "run_compile", no_compiling)
+    second = build(text, cache=cache)
+    assert second.cached and second.vmfb == first.vmfb and second.key == first.key
+    assert (cache.misses, cache.hits) == (1, 1)
+    assert [p.name for p in cache.entries()] == [f"{first.key}.vmfb"]
+    # Anything that changes the output changes the key: here one more flag.
+    with pytest.raises(AssertionError, match="cache hit"):
+        build(text, extra_flags=("--iree-opt-level=O2",), cache=cache)
+
+
+def test_unwritable_cache_costs_time_not_the_build(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    cache = BuildCache(blocker)
+    result = build(example("bert_dense.mlir"), cache=cache)
+    assert result.vmfb[:2] == b"PK" and not result.cached
+    assert cache.entries() == []
+
+
+def test_clear_empties_the_cache(tmp_path: Path) -> None:
+    cache = BuildCache(tmp_path)
+    build(example("bert_dense.mlir"), cache=cache)
+    assert len(cache.entries()) == 1
+    assert cache.clear() == 1
+    assert cache.entries() == []
+    assert not build(example("bert_dense.mlir"), cache=cache).cached
+
+
+def test_broken_module_raises_build_error_with_iree_message(tmp_path: Path) -> None:
+    with pytest.raises(BuildError) as caught:
+        build(BROKEN, cache=BuildCache(tmp_path), source_name="broken.mlir")
+    message = str(caught.value)
+    assert message.startswith("broken.mlir:2:23: error: use of undeclared SSA value name")
+    assert "Traceback" not in message and "Invoked with" not in message
+    assert len(message.splitlines()) <= 13
+    assert "broken.mlir:2:23" in caught.value.log
+    assert BuildCache(tmp_path).entries() == []  # failures are not cached as modules
+
+
+def test_compile_past_time_limit_is_a_build_error(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"ran past the 0\.001 s time limit"):
+        build(example("bert_attention.mlir"), cache=BuildCache(tmp_path), timeout=0.001)
+
+
+def test_unknown_target_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"unknown target 'tpu'.*llvm-cpu, cuda"):
+        build(example("bert_dense.mlir"), target="tpu")
+
+
+def test_cuda_compile_only_produces_a_vmfb_for_sm_80(tmp_path: Path) -> None:
+    result = build(example("bert_dense.mlir"), target="cuda", cache=BuildCache(tmp_path))
+    assert result.vmfb[:2] == b"PK"  # a vmfb is a zip archive around module.fb
+    assert b"cuda-nvptx-fb" in result.vmfb and b"sm_80" in result.vmfb
+    assert b"embedded-elf" not in result.vmfb
+
+
+def test_loading_a_missing_function_says_which_exist(dense_vmfb: bytes) -> None:
+    with pytest.raises(RuntimeFailure, match=r"no function 'matmul' .*it has: dense"):
+        load_function(dense_vmfb, "matmul")
+
+
+# --- measure -------------------------------------------------------------------------------
+
+
+def test_random_inputs_are_fresh_distinct_and_not_zero() -> None:
+    sets = random_inputs([(4, 8), (8, 3)], sets=3, seed=1)
+    assert len(sets) == 3 and [a.shape for a in sets[0]] == [(4, 8), (8, 3)]
+    assert all(a.dtype == np.float32 and np.count_nonzero(a) > 0 for s in sets for a in s)
+    assert not np.array_equal(sets[0][0], sets[1][0])
+    assert not np.shares_memory(sets[0][0], sets[1][0])
+    assert all(np.abs(a).max() <= 1.0 for s in sets for a in s)
+
+
+def test_relative_error_is_relative_to_output_scale() -> None:
+    expected = np.array([1000.0, -2000.0, 0.5])
+    assert relative_error(expected + np.array([0.0, 0.1, 0.0]), expected) == pytest.approx(5e-5)
+    assert check_outputs([expected], [expected], 1e-4) == 0.0
+    with pytest.raises(MismatchError, match="exceeds"):
+        check_outputs([expected + 1.0], [expected], 1e-4)
+    with pytest.raises(MismatchError, match="shape"):
+        relative_error(np.zeros(2), np.zeros(3))
+    assert relative_error(np.array([np.nan]), np.array([1.0])) == math.inf
+
+
+def test_timer_runs_every_input_set_and_until_min_time() -> None:
+    ticks = itertools.count()  # a clock that advances one second per reading
+    seen: list[int] = []
+    timer = Timer(min_time=5.0, clock=lambda: float(next(ticks)))
+    per_call, calls = timer.sample(seen.append, [0, 1, 2])
+    assert calls == 5 and seen == [0, 1, 2, 0, 1]  # rotates over the sets
+    assert per_call == pytest.approx(1.0)
+    per_call, calls = Timer(min_time=0.0).sample(seen.append, [7, 8, 9])
+    assert calls == 3  # at least one call per input set
+
+
+def test_measure_interleaved_gives_finite_medians_and_ratios(dense_vmfb: bytes) -> None:
+    variants = [
+        IreeVariant("iree", load_function(dense_vmfb, "dense")),
+        PythonVariant("numpy", np.matmul),
+    ]
+    inputs = random_inputs([(4, 768), (768, 768)], sets=TINY.input_sets)
+    result = measure_interleaved(
+        variants, inputs, settings=TINY, reference=lambda s: [s[0].astype(np.float64) @ s[1]]
+    )
+    for timing in result.timings:
+        assert timing.ok, timing.error
+        assert len(timing.samples) == TINY.rounds
+        assert timing.calls >= TINY.rounds * TINY.input_sets
+        assert 0 < timing.median < 1.0
+        assert timing.max_error is not None and timing.max_error <= 1e-4
+    ratio = result.ratio("iree", "numpy")
+    assert math.isfinite(ratio) and ratio > 0
+    assert result.ratios("numpy")["numpy"] == 1.0
+
+
+def test_wrong_or_failing_variants_are_recorded_not_dropped() -> None:
+    def broken(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        raise RuntimeError("kernel crashed\nwith details")
+
+    variants = [
+        PythonVariant("right", np.matmul),
+        PythonVariant("wrong", lambda x, w: x @ w + 1.0),
+        PythonVariant("broken", broken),
+    ]
+    inputs = random_inputs([(3, 5), (5, 2)], sets=2)
+    result = measure_interleaved(variants, inputs, settings=TINY, reference=lambda s: [s[0] @ s[1]])
+    assert [t.name for t in result.timings] == ["right", "wrong", "broken"]
+    assert result["right"].ok
+    assert result["wrong"].error is not None and result["wrong"].error.startswith("check:")
+    assert result["broken"].error == "check: kernel crashed\nwith details"
+    assert result.medians["wrong"] == math.inf and result.ratio("broken", "right") == math.inf
+    assert math.isnan(result.ratio("right", "wrong"))
+
+
+def test_measure_shapes_warms_up_at_the_largest_shape_first() -> None:
+    seen_rows: list[int] = []
+
+    def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        seen_rows.append(x.shape[0])
+        return x @ w
+
+    results = measure_shapes(
+        [PythonVariant("numpy", matmul)],
+        [2, 9, 4],
+        lambda rows: [(rows, 6), (6, 3)],
+        settings=TINY,
+        reference=lambda s: [s[0] @ s[1]],
+    )
+    assert list(results) == [2, 9, 4]
+    assert seen_rows[0] == 9
+    assert all(results[rows]["numpy"].ok for rows in results)
+    # After the warm-up, shapes are measured in the order given.
+    after_warmup = seen_rows[seen_rows.index(2) :]
+    assert after_warmup.index(2) < after_warmup.index(9) < after_warmup.index(4)
+
+
+def test_settings_reject_nonsense() -> None:
+    with pytest.raises(ValueError):
+        MeasureSettings(rounds=0)
+    with pytest.raises(ValueError):
+        MeasureSettings(min_time=-1.0)

@@ -1,0 +1,411 @@
+"""The ``dcmlir`` command: one entry point, one subcommand per job.
+
+User errors (a missing file, bad IR, a malformed option) end as one
+``dcmlir: error: ...`` line (IR errors as ``file:line:col: error: ...``) and a
+non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import IO, NoReturn
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from dcmlir import __version__
+from dcmlir.build import BuildError, build, default_cache
+from dcmlir.diagnostics import DiagnosticEngine
+from dcmlir.inputs import InputError, read_source
+from dcmlir.iree import RuntimeFailure, compiler_version, load_function
+from dcmlir.measure import (
+    Comparison,
+    Inputs,
+    IreeVariant,
+    MeasureSettings,
+    PythonVariant,
+    measure_shapes,
+)
+from dcmlir.mlir import ir, parse_module
+from dcmlir.pass_base import PassContext, PassFailure
+from dcmlir.passes.annotate_ranges import AnnotateRangesPass
+from dcmlir.passes.list_workloads import build_report
+from dcmlir.workload import (
+    Workload,
+    parse_range,
+    workloads,
+)
+
+PROG = "dcmlir"
+DEMO_EXAMPLE = "bert_dense.mlir"
+DEMO_FUNCTION = "dense"
+DEMO_RANGE = "1:128"
+DEMO_HIDDEN = 768
+
+
+class CliError(Exception):
+    """A user error: printed as one ``dcmlir: error:`` line, exit status 1."""
+
+
+class DiagnosticsError(CliError):
+    """IR diagnostics, already ``file:line:col: error: ...``: printed as they are."""
+
+
+class UsageError(CliError):
+    """A command line argparse rejects: exit status 2, as argparse's own errors."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so ``main`` returns."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# --- shared pieces -------------------------------------------------------------------------
+
+
+def example_path(name: str) -> Traversable:
+    """A shipped example module (package data of ``dcmlir``)."""
+    return resources.files("dcmlir") / "examples" / name
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """(name for diagnostics, text) of a file, or of stdin for ``-``."""
+    try:
+        return read_source(path, sys.stdin)
+    except InputError as err:
+        raise CliError(str(err)) from None
+
+
+@dataclass
+class WorkloadListing:
+    """The dynamic ops of a module: workloads, the ones left to IREE, one line each in IR order."""
+
+    source: str
+    found: list[Workload] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def fill_ranges(module: ir.Operation, dims: str, ctx: PassContext) -> None:
+    """Give ``dims`` to every dynamic loop without a range; ranges the IR gives stay."""
+    with suppress(PassFailure):  # the pass emitted its error diagnostic
+        AnnotateRangesPass(range=dims).apply(ctx, module)
+
+
+def list_workloads(text: str, source: str, dims: str | None, stderr: IO[str]) -> WorkloadListing:
+    """Parse a module and describe its dynamic ops; ``dims`` (LO:HI) fills unknown ranges.
+
+    Diagnostics go to ``stderr``; an error among them becomes :class:`CliError`.
+    """
+    if dims is not None:
+        try:
+            parse_range(dims)
+        except ValueError as err:
+            raise CliError(f"--dims: {err}") from None
+    engine = DiagnosticEngine(source)
+    listing = WorkloadListing(source)
+    with ir.Context() as context, engine.capture(context):
+        try:
+            module = parse_module(text)
+        except ir.MLIRError as err:
+            engine.add_mlir_error(err)
+            module = None
+        if module is not None and dims is not None:
+            fill_ranges(module.operation, dims, PassContext(engine, stderr))
+        if module is not None and not engine.has_errors:
+            for op, result in workloads(module.operation, source):
+                if isinstance(result, Workload):
+                    listing.found.append(result)
+                    listing.lines.append(f"{result.location}: {op.name}: {result.describe()}")
+                    continue
+                where = str(engine.locate(op))
+                listing.skipped.append({"op": op.name, "location": where, "reason": str(result)})
+                listing.lines.append(f"{where}: {op.name}: not a workload, left to IREE: {result}")
+    errors = [d for d in engine.diagnostics if d.severity == "error"]
+    for diag in engine.diagnostics:
+        if diag.severity != "error":
+            print(diag.format(), file=stderr)
+    if errors:
+        # The first error is the one line; the others follow it as they would from mlir-opt.
+        raise DiagnosticsError("\n".join(d.format() for d in errors))
+    return listing
+
+
+# --- workloads -----------------------------------------------------------------------------
+
+
+def cmd_workloads(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    source, text = read_input(args.input)
+    listing = list_workloads(text, source, args.dims, err)
+    if args.json:
+        report = build_report(listing.source, listing.found, listing.skipped)
+        out.write(json.dumps(report, indent=2) + "\n")
+        return 0
+    for line in listing.lines:
+        print(line, file=out)
+    if not listing.found and not listing.skipped:
+        print(f"{source}: no dynamic-shape linalg ops", file=err)
+    return 0
+
+
+# --- demo ----------------------------------------------------------------------------------
+
+
+def parse_shapes(text: str) -> list[int]:
+    """``1,7,32,128`` -> [1, 7, 32, 128]; each a positive integer, duplicates dropped."""
+    shapes: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not (item.isascii() and item.isdigit()) or int(item) < 1:
+            raise CliError(f"--shapes: '{item}' is not a positive integer (write e.g. 1,7,32,128)")
+        if int(item) not in shapes:
+            shapes.append(int(item))
+    return shapes
+
+
+def _dense_reference(inputs: Inputs) -> list[np.ndarray]:
+    """x @ w in float64: the yardstick both the IREE build and numpy's fp32 are checked against."""
+    x, w = inputs
+    return [np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64)]
+
+
+def _us(seconds: float) -> str:
+    return "failed" if not math.isfinite(seconds) else f"{seconds * 1e6:.1f}"
+
+
+def format_demo_table(results: dict[int, Comparison], iree: str, peer: str) -> list[str]:
+    header = ("T (rows)", "IREE default (us)", "numpy 1-thread (us)", "IREE/numpy", "max rel err")
+    rows = [header]
+    for shape, comparison in results.items():
+        ratio = comparison.ratio(iree, peer)
+        errors = [t.max_error for t in comparison.timings if t.max_error is not None]
+        rows.append(
+            (
+                str(shape),
+                _us(comparison[iree].median),
+                _us(comparison[peer].median),
+                f"{ratio:.2f}" if math.isfinite(ratio) else "-",
+                f"{max(errors):.1e}" if errors else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        " | ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    return lines
+
+
+def cmd_demo(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    shapes = parse_shapes(args.shapes)
+    if args.min_time <= 0:
+        raise CliError("--min-time must be a positive number of seconds")
+    if args.rounds < 1:
+        raise CliError("--rounds must be at least 1")
+    settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time)
+    example = example_path(DEMO_EXAMPLE)
+    text = example.read_text(encoding="utf-8")
+    listing = list_workloads(text, DEMO_EXAMPLE, DEMO_RANGE, err)
+
+    print(f"dcmlir demo: BERT-base dense layer {DEMO_EXAMPLE} (@{DEMO_FUNCTION}), f32", file=out)
+    for line in listing.lines:
+        print(f"  workload: {line}", file=out)
+
+    print(f"{PROG}: compiling {DEMO_EXAMPLE} with IREE's default llvm-cpu lowering...", file=err)
+    built = build(text, "llvm-cpu", source_name=DEMO_EXAMPLE)
+    how = "from the build cache" if built.cached else f"in {built.seconds:.1f} s"
+    print(f"{PROG}: compiled {how}", file=err)
+    function = load_function(built.vmfb, DEMO_FUNCTION, args.device)
+    variants = [IreeVariant("IREE default", function), PythonVariant("numpy", np.matmul)]
+
+    def progress(shape: int) -> None:
+        print(f"{PROG}: measuring T={shape}", file=err)
+
+    with threadpool_limits(limits=1):
+        results = measure_shapes(
+            variants,
+            shapes,
+            lambda t: [(t, DEMO_HIDDEN), (DEMO_HIDDEN, DEMO_HIDDEN)],
+            settings=settings,
+            reference=_dense_reference,
+            progress=progress,
+        )
+
+    threads = "1 thread" if args.device == "local-sync" else "IREE's task pool"
+    print(
+        f"x[T,{DEMO_HIDDEN}] @ w[{DEMO_HIDDEN},{DEMO_HIDDEN}] on {args.device} ({threads}); "
+        f"medians of {settings.rounds} interleaved rounds, each sample >= {settings.min_time:g} s "
+        f"over {settings.input_sets} random input sets",
+        file=out,
+    )
+    print(
+        "IREE/numpy: median of per-round time ratios (>1: IREE slower). Outputs checked "
+        f"against a float64 reference (rel err <= {settings.rtol:g}).",
+        file=out,
+    )
+    print(
+        "No tuned column yet: the tuned kernels arrive with the tuner (`dcmlir tune`, a later "
+        "issue); this table is IREE's default lowering against numpy.",
+        file=out,
+    )
+    print(file=out)
+    for line in format_demo_table(results, "IREE default", "numpy"):
+        print(line, file=out)
+    failures = [
+        f"T={shape}: {timing.name}: {timing.error.splitlines()[0]}"
+        for shape, comparison in results.items()
+        for timing in comparison.timings
+        if timing.error is not None
+    ]
+    for failure in failures:
+        print(f"{PROG}: error: {failure}", file=err)
+    return 1 if failures else 0
+
+
+# --- cache ---------------------------------------------------------------------------------
+
+
+def _human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+def cmd_cache(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    cache = default_cache()
+    if args.clear:
+        removed = cache.clear()
+        print(f"removed {removed} cached module(s) from {cache.builds_dir}", file=out)
+        return 0
+    entries = cache.entries()
+    size = cache.size_bytes() if entries else 0
+    print(f"{cache.directory}", file=out)
+    print(f"{len(entries)} cached module(s), {_human_bytes(size)}", file=out)
+    return 0
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def version_text() -> str:
+    return f"{PROG} {__version__} (IREE compiler {compiler_version()})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="DietCode-style tuning of dynamic-shape MLIR linalg programs on IREE.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    listing = commands.add_parser(
+        "workloads",
+        help="list the dynamic-shape linalg ops of a module and what dcmlir would tune",
+        description="List each dynamic-shape linalg op: its kind, iteration space, "
+        "ranges, element types and structural key.",
+    )
+    listing.add_argument("input", metavar="INPUT.mlir", help="MLIR file ('-' for stdin)")
+    listing.add_argument(
+        "--dims",
+        metavar="LO:HI",
+        help="range (inclusive) for every dynamic dim whose range the IR does not give "
+        "(util.assume.int bounds and recorded dcmlir.dim_ranges win)",
+    )
+    listing.add_argument("--json", action="store_true", help="print a JSON report instead")
+    listing.set_defaults(run=cmd_workloads)
+
+    demo = commands.add_parser(
+        "demo",
+        help="compile the BERT dense example with IREE, check it and time it against numpy",
+        description="Compile the shipped BERT-base dense layer (T x 768 @ 768 x 768, T dynamic "
+        "in 1..128) with IREE's default llvm-cpu lowering, verify it against numpy and time both "
+        "side by side at each T.",
+    )
+    demo.add_argument(
+        "--shapes",
+        default="1,7,32,128",
+        metavar="T,T,...",
+        help="values of T (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--device",
+        default="local-sync",
+        choices=("local-sync", "local-task"),
+        help="IREE runtime device (default: %(default)s, one thread)",
+    )
+    demo.add_argument(
+        "--min-time",
+        type=float,
+        default=0.1,
+        metavar="S",
+        help="seconds per timing sample (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved samples per variant (default: %(default)s)",
+    )
+    demo.set_defaults(run=cmd_demo)
+
+    cache = commands.add_parser(
+        "cache",
+        help="show or clear the build cache",
+        description="Show where compiled modules are cached ($DCMLIR_CACHE_DIR, else "
+        "~/.cache/dcmlir) and how many there are.",
+    )
+    cache.add_argument("--clear", action="store_true", help="delete every cached module")
+    cache.set_defaults(run=cmd_cache)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    out, err = sys.stdout, sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            print(version_text(), file=out)
+            return 0
+        if args.command is None:
+            parser.print_help(err)
+            return 2
+        return int(args.run(args, out, err))
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else 0
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=err)
+        return 2
+    except DiagnosticsError as error:
+        print(error, file=err)
+        return 1
+    except CliError as error:
+        print(f"{PROG}: error: {error}", file=err)
+        return 1
+    except BuildError as error:
+        print(f"{PROG}: error: IREE could not compile the module:\n{error}", file=err)
+        return 1
+    except RuntimeFailure as error:
+        print(f"{PROG}: error: {error}", file=err)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=err)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
