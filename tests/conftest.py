@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 DENSE = """
@@ -39,6 +42,15 @@ func.func @transposed(%x: tensor<?x768xf32>, %w: tensor<3072x768xf32>, %init: te
   return %a, %b : tensor<?x3072xf32>, tensor<?x3072xf32>
 }
 """
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the user's ~/.cache out of the tests; one cache for the session saves compiles."""
+    directory = tmp_path_factory.mktemp("dcmlir-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DCMLIR_CACHE_DIR", str(directory))
+        yield directory
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -41,15 +40,6 @@ BROKEN = """func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
 
 def example(name: str) -> str:
     return (resources.files("dcmlir") / "examples" / name).read_text(encoding="utf-8")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Keep the user's ~/.cache out of the tests; one cache for the module saves compiles."""
-    directory = tmp_path_factory.mktemp("dcmlir-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DCMLIR_CACHE_DIR", str(directory))
-        yield directory
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -17,14 +16,6 @@ from dcmlir.tools.cli import main
 
 EXAMPLE = str(resources.files("dcmlir") / "examples" / "bert_dense.mlir")
 ATTENTION = str(resources.files("dcmlir") / "examples" / "bert_attention.mlir")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    directory = tmp_path_factory.mktemp("dcmlir-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DCMLIR_CACHE_DIR", str(directory))
-        yield directory
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -177,7 +168,11 @@ def test_demo_reports_wrong_results_instead_of_timing_them(
     assert "Traceback" not in err
 
 
-def test_cache_shows_and_clears(capsys: pytest.CaptureFixture[str], cache_dir: Path) -> None:
+def test_cache_shows_and_clears(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache_dir = tmp_path / "own-cache"  # counts below need a cache no other test fills
+    monkeypatch.setenv("DCMLIR_CACHE_DIR", str(cache_dir))
     assert run(capsys, "demo", "--shapes", "1", "--min-time", "0.001", "--rounds", "1")[0] == 0
     code, out, _ = run(capsys, "cache")
     assert code == 0

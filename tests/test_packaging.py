@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,25 +12,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_contents(tmp_path: Path) -> None:
+    # build from a copy: an in-tree build would leave build/ and *.egg-info behind
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("dcmlir", "passes", "tools"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(source),
             "--no-deps",
             "--no-build-isolation",
             "-q",
             "-w",
-            str(tmp_path),
+            str(tmp_path / "wheel"),
         ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("dcmlir-*.whl")
+    (wheel,) = (tmp_path / "wheel").glob("dcmlir-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in ROOT.joinpath("passes").glob("*.py"):
         assert f"dcmlir/passes/{path.name}" in names
