@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir, passmanager  # type: ignore[import-untyped]
-from iree.compiler import version as _iree_version  # type: ignore[import-untyped]
 from iree.compiler.dialects import (  # type: ignore[import-untyped]
     arith,
     builtin,
@@ -26,11 +25,7 @@ from iree.compiler.dialects.transform import (  # type: ignore[import-untyped]
     structured,
 )
 
-IREE_COMPILER_VERSION: str = _iree_version.VERSION
-"""The version of the bundled IREE compiler (and so of these bindings)."""
-
 __all__ = [
-    "IREE_COMPILER_VERSION",
     "SourceLoc",
     "arith",
     "builtin",

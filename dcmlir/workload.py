@@ -70,6 +70,27 @@ class Workload:
     element_types: tuple[str, ...]  # inputs then outputs
     key: str
     location: str = field(compare=False)
+    # loop index of each dimension of each operand (inputs then output): the indexing maps
+    operand_loops: tuple[tuple[int, ...], ...] = ()
+
+    def operand_shape(self, operand: int) -> tuple[int | None, ...]:
+        """Static extents of one operand's dims, None where dynamic."""
+        return tuple(self.dims[loop].extent for loop in self.operand_loops[operand])
+
+    def operand_type(self, operand: int) -> str:
+        """The operand's tensor type as MLIR prints it, e.g. ``tensor<?x768xf32>``."""
+        shape = "x".join("?" if e is None else str(e) for e in self.operand_shape(operand))
+        return f"tensor<{shape}x{self.element_types[operand]}>"
+
+    def einsum(self) -> str:
+        """The contraction as a numpy einsum spec (one letter per loop), e.g. ``ac,cb->ab``."""
+        letters = [chr(ord("a") + index) for index in range(len(self.dims))]
+        spelled = ["".join(letters[loop] for loop in loops) for loops in self.operand_loops]
+        return f"{','.join(spelled[:-1])}->{spelled[-1]}"
+
+    def concrete(self, values: dict[int, int]) -> tuple[int, ...]:
+        """The full iteration space with dynamic loops set from ``{loop: extent}``."""
+        return tuple(d.extent if d.extent is not None else values[d.index] for d in self.dims)
 
     @property
     def dynamic_dims(self) -> tuple[LoopDim, ...]:
@@ -92,6 +113,7 @@ class Workload:
             "layout": self.layout,
             "location": self.location,
             "element_types": list(self.element_types),
+            "operand_loops": [list(loops) for loops in self.operand_loops],
             "loops": [
                 {
                     "dim": d.index,
@@ -200,6 +222,9 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
             roles[int(loop)] = role
     if len(roles) != len(extents):
         raise NotAWorkload(f"'{op.name}': some loops are neither batch, M, N nor K")
+    maps = _maps_or_none(op) or []
+    if not all(isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results):
+        raise NotAWorkload(f"'{op.name}': indexing maps are not projected permutations")
     element_types = tuple(str(v.type.element_type) for v in op.operands)
     if not all(t in SUPPORTED_ELEMENT_TYPES for t in element_types):
         raise NotAWorkload(
@@ -211,7 +236,6 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
         LoopDim(index, roles[index], extent, source, ranges.get(index) if extent is None else None)
         for index, (extent, source) in enumerate(extents)
     )
-    maps = _maps_or_none(op) or []
     layout = _layout(maps, roles)
     return Workload(
         op_name=op.name,
@@ -221,6 +245,10 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
         element_types=element_types,
         key=structural_key(op, maps, extents, element_types),
         location=str(source_loc(op.location, source_name)),
+        operand_loops=tuple(
+            tuple(expr.position for expr in amap.results)  # projected permutations: dims only
+            for amap in maps
+        ),
     )
 
 

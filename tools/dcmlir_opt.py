@@ -16,7 +16,8 @@ from typing import IO
 from dcmlir import __version__
 from dcmlir.diagnostics import DiagnosticEngine, verify_expectations
 from dcmlir.inputs import InputError, read_source
-from dcmlir.mlir import IREE_COMPILER_VERSION, ir, parse_module
+from dcmlir.iree import compiler_version
+from dcmlir.mlir import ir, parse_module
 from dcmlir.pass_base import PassContext
 from dcmlir.passes import get_all_passes
 from dcmlir.pipeline import PipelineElement, PipelineError, build_pass_manager, parse_pipeline
@@ -172,7 +173,7 @@ class DcmlirOptMain:
     # -- listings ----------------------------------------------------------------
     @staticmethod
     def version_text() -> str:
-        return f"dcmlir-opt {__version__} (IREE compiler {IREE_COMPILER_VERSION})"
+        return f"dcmlir-opt {__version__} (IREE compiler {compiler_version()})"
 
     @staticmethod
     def list_passes_text() -> str:
