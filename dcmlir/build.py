@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from dcmlir.iree import STDIN_NAME, compiler_version, run_compile
 
@@ -203,9 +204,20 @@ def clear_cache() -> int:
 # --- build ---------------------------------------------------------------------------------
 
 
+class HasCompileFlags(Protocol):
+    """A target description (see :mod:`dcmlir.target`) that knows its iree-compile flags."""
+
+    def compile_flags(self) -> tuple[str, ...]: ...
+
+
+def flags_of(target: str | HasCompileFlags) -> tuple[str, ...]:
+    """The flags that select a target given by name or as a target object."""
+    return target_flags(target) if isinstance(target, str) else tuple(target.compile_flags())
+
+
 def build(
     mlir_text: str,
-    target: str = "llvm-cpu",
+    target: str | HasCompileFlags = "llvm-cpu",
     extra_flags: Sequence[str] = (),
     *,
     cache: BuildCache | None = None,
@@ -218,7 +230,7 @@ def build(
     Raises :class:`BuildError` with IREE's diagnostics (locations name
     ``source_name``) when ``iree-compile`` fails or runs past ``timeout`` seconds.
     """
-    flags = (*target_flags(target), *extra_flags)
+    flags = (*flags_of(target), *extra_flags)
     key = cache_key(mlir_text, flags)
     store = None
     if use_cache:

@@ -27,6 +27,7 @@ __all__ = [
     "compiler_version",
     "device_config",
     "load_function",
+    "load_functions",
     "run_compile",
 ]
 
@@ -99,14 +100,16 @@ class LoadedFunction:
     the function with nothing but the VM call in the timed path.
     """
 
-    def __init__(self, vmfb: bytes, function: str, driver: str = "local-sync") -> None:
+    def __init__(
+        self,
+        vmfb: bytes,
+        function: str,
+        driver: str = "local-sync",
+        loaded: tuple[rt.VmModule, rt.SystemContext] | None = None,
+    ) -> None:
         self.driver = driver
         self.config = device_config(driver)
-        try:
-            module = rt.VmModule.copy_buffer(self.config.vm_instance, vmfb)
-            self.context = rt.SystemContext(vm_modules=[module], config=self.config)
-        except (ValueError, RuntimeError) as err:
-            raise RuntimeFailure(f"cannot load module on '{driver}': {err}") from None
+        module, self.context = loaded if loaded is not None else _load(vmfb, driver)
         self.function = module.lookup_function(function)
         if self.function is None:
             names = ", ".join(n for n in module.function_names if not n.startswith("__"))
@@ -142,6 +145,30 @@ class LoadedFunction:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Host arrays in, host arrays out: for checks, not for timing."""
         return self.to_host(self.invoke(self.prepare(inputs)))
+
+
+def _load(vmfb: bytes, driver: str) -> tuple[rt.VmModule, rt.SystemContext]:
+    config = device_config(driver)
+    try:
+        module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
+        return module, rt.SystemContext(vm_modules=[module], config=config)
+    except (ValueError, RuntimeError) as err:
+        raise RuntimeFailure(f"cannot load module on '{driver}': {err}") from None
+
+
+def load_functions(
+    vmfb: bytes, functions: Sequence[str], driver: str = "local-sync"
+) -> tuple[dict[str, LoadedFunction], dict[str, str]]:
+    """Load a many-variant module once and bind each function: (loaded, errors by name)."""
+    loaded_module = _load(vmfb, driver)
+    found: dict[str, LoadedFunction] = {}
+    errors: dict[str, str] = {}
+    for name in functions:
+        try:
+            found[name] = LoadedFunction(vmfb, name, driver, loaded_module)
+        except RuntimeFailure as err:
+            errors[name] = str(err)
+    return found, errors
 
 
 def load_function(vmfb: bytes, function: str, driver: str = "local-sync") -> LoadedFunction:

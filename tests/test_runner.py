@@ -1,0 +1,148 @@
+"""The Runner: interleaved timing in a supervised worker; failures become data."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DENSE
+
+from dcmlir.build import build
+from dcmlir.kernel import KernelVariant, input_shapes, kernel_function_text, kernel_module_text
+from dcmlir.measure import MeasureSettings
+from dcmlir.mlir import ir, parse_module
+from dcmlir.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.workload import Workload, workloads
+
+SKINNY = (
+    "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
+    "distribution = [8, 128, 0], vector_common_parallel = [1, 16, 0], vector_reduction = [0, 0, 8]>,"
+    " translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>,"
+    " {enable_loop_peeling}>>"
+)
+FAST = MeasureSettings(min_time=0.005, rounds=3, input_sets=2, warmup=0.005)
+
+
+def dense_workload() -> Workload:
+    with ir.Context():
+        ((_, found),) = list(workloads(parse_module(DENSE).operation))
+    assert isinstance(found, Workload)
+    return found
+
+
+@pytest.fixture(scope="module")
+def dense_module(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workload, str]:
+    workload = dense_workload()
+    # a wrong kernel with the same signature: B read transposed (N = K = 768)
+    transposed = dataclasses.replace(workload, operand_loops=((0, 2), (1, 2), (0, 1)))
+    good = kernel_module_text(
+        workload,
+        [KernelVariant("v_default"), KernelVariant("v_skinny", {"compilation_info": SKINNY})],
+    )
+    merged = good.rstrip().rstrip("}") + kernel_function_text(transposed, "v_wrong") + "\n}\n"
+    path = tmp_path_factory.mktemp("vmfb") / "dense.vmfb"
+    path.write_bytes(build(merged, "llvm-cpu").vmfb)
+    return workload, str(path)
+
+
+def problem(workload: Workload, m: int) -> ShapeProblem:
+    return ShapeProblem(
+        tuple(input_shapes(workload, {0: m})), ("float32", "float32"), workload.einsum()
+    )
+
+
+def test_interleaved_measurement_with_baseline(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    samples: list[str] = []
+    with Runner(RunnerSettings(FAST)) as runner:
+        result = runner.measure_shape(
+            variants, problem(workload, 5), baseline="default", on_sample=samples.append
+        )
+    for timing in result.timings.values():
+        assert timing.error is None, timing.error
+        assert len(timing.samples) == 3 and all(s > 0 for s in timing.samples)
+        assert timing.max_error is not None and timing.max_error < 1e-4
+    # interleaved and rotated: round 2 starts with the second variant
+    assert samples == ["default", "skinny", "skinny", "default", "default", "skinny"]
+    assert result.baseline_before and result.baseline_after
+    assert result.drift is not None and math.isfinite(result.drift)
+
+
+def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    variants = [RunVariant("default", path, "v_default"), RunVariant("wrong", path, "v_wrong")]
+    with Runner(RunnerSettings(FAST)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 3))
+    assert result.timings["default"].ok
+    wrong = result.timings["wrong"]
+    assert not wrong.ok and math.isinf(wrong.median)
+    assert wrong.error is not None and wrong.error.startswith(
+        "check: MismatchError: relative error"
+    )
+
+
+def test_missing_function_is_a_load_error(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    variants = [RunVariant("default", path, "v_default"), RunVariant("ghost", path, "no_such_fn")]
+    with Runner(RunnerSettings(FAST)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 2))
+    assert result.timings["default"].ok
+    assert "module has no function 'no_such_fn'" in (result.timings["ghost"].error or "")
+
+
+def test_a_hanging_request_times_out_and_the_rest_go_on(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    # a sample asked to run for 30 s against a 1 s limit stands in for a hung kernel
+    slow = RunnerSettings(
+        MeasureSettings(min_time=30.0, rounds=1, input_sets=1, warmup=0.0), timeout=1.0
+    )
+    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    start = time.monotonic()
+    with Runner(slow) as runner:
+        result = runner.measure_shape(variants, problem(workload, 2))
+    assert time.monotonic() - start < 20
+    for timing in result.timings.values():
+        assert timing.error == "sample: timed out after 1 s"
+
+
+def test_a_crashing_worker_fails_one_variant_and_is_restarted(
+    dense_module: tuple[Workload, str],
+) -> None:
+    workload, path = dense_module
+    settings = RunnerSettings(
+        MeasureSettings(min_time=0.5, rounds=2, input_sets=1, warmup=0.0), timeout=30
+    )
+    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    with Runner(settings) as runner:
+
+        def kill_soon() -> None:
+            time.sleep(0.3)  # inside the first sample
+            worker = runner._worker
+            assert worker is not None
+            os.kill(worker.process.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        result = runner.measure_shape(variants, problem(workload, 2))
+        killer.join()
+    errors = [t.error for t in result.timings.values()]
+    assert sum(e is not None and "died (signal 9)" in e for e in errors) == 1
+    survivors = [t for t in result.timings.values() if t.error is None]
+    assert len(survivors) == 1 and len(survivors[0].samples) == 2
+
+
+def test_a_module_that_does_not_load_is_a_failed_variant(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.vmfb"
+    bogus.write_bytes(b"not a flatbuffer")
+    workload = dense_workload()
+    with Runner(RunnerSettings(FAST)) as runner:
+        result = runner.measure_shape([RunVariant("x", str(bogus), "f")], problem(workload, 1))
+    assert result.timings["x"].error is not None
+    assert "cannot load module" in result.timings["x"].error
