@@ -266,6 +266,40 @@ class Record:
             extra=extra or {},
         )
 
+    @classmethod
+    def built(
+        cls,
+        *,
+        workload: str | Any,
+        target: Mapping[str, Any] | _JsonAble,
+        candidate: Mapping[str, Any] | _JsonAble,
+        route: str,
+        target_key: str | None = None,
+        candidate_key: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        iree_version: str | None = None,
+        timestamp: str | None = None,
+    ) -> Record:
+        """A successful build of a dynamic-shape variant (holds for every shape, no timing)."""
+        return cls(
+            workload=_workload_key(workload),
+            target_key=_key_of(target, target_key, "target"),
+            candidate_key=_key_of(candidate, candidate_key, "candidate"),
+            route=route,
+            dims={},
+            space=(),
+            times=(),
+            median=math.inf,
+            error=None,
+            kind="build",
+            iree_version=iree_version or current_iree_version(),
+            dcmlir_version=DCMLIR_VERSION,
+            timestamp=timestamp or _now(),
+            target=target,
+            candidate=candidate,
+            extra=extra or {},
+        )
+
     # --- views -----------------------------------------------------------------------------
 
     @property

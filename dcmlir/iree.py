@@ -25,6 +25,7 @@ __all__ = [
     "LoadedFunction",
     "RuntimeFailure",
     "compiler_version",
+    "cuda_device_available",
     "device_config",
     "load_function",
     "load_functions",
@@ -169,6 +170,16 @@ def load_functions(
         except RuntimeFailure as err:
             errors[name] = str(err)
     return found, errors
+
+
+@functools.cache
+def cuda_device_available() -> bool:
+    """Whether this machine has a CUDA GPU IREE's runtime can open (no GPU: compile only)."""
+    try:
+        driver = rt.get_driver("cuda")
+        return bool(driver.query_available_devices())
+    except (ValueError, RuntimeError, OSError):
+        return False
 
 
 def load_function(vmfb: bytes, function: str, driver: str = "local-sync") -> LoadedFunction:

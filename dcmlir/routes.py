@@ -37,3 +37,14 @@ class ConfigRoute:
         self, log: str, chunk: Sequence[tuple[str, Candidate]], workdir: Path
     ) -> dict[str, str]:
         return {}
+
+
+def route_named(name: str) -> ConfigRoute:
+    """The route for ``--route NAME``."""
+    if name == "config":
+        return ConfigRoute()
+    if name == "td":
+        from dcmlir.codegen_library import TransformLibraryRoute
+
+        return TransformLibraryRoute()
+    raise ValueError(f"unknown route '{name}' (known: config, td)")

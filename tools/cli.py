@@ -362,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=cmd_demo)
 
+    from dcmlir.tools import cmd_measure
+
+    cmd_measure.add_parser(commands)
+
     cache = commands.add_parser(
         "cache",
         help="show or clear the build cache",

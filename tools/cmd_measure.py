@@ -1,0 +1,212 @@
+"""``dcmlir measure``: build and time the micro-kernel space of a module's workloads.
+
+Every result goes to the records file first (so an interrupted run resumes),
+then into a candidate x shape table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from typing import IO
+
+from dcmlir.database import DatabaseError, RecordDatabase
+from dcmlir.measure import MeasureSettings
+from dcmlir.measurer import Measurer, MeasureReport, Shape
+from dcmlir.routes import route_named
+from dcmlir.runner import RunnerSettings
+from dcmlir.space import Candidate, DefaultCandidate, space_for
+from dcmlir.target import Target, parse_overrides, target_from_name
+from dcmlir.workload import Workload
+
+
+class MeasureUsageError(ValueError):
+    """A bad --shapes/--target value: one line naming the option."""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "measure",
+        help="build and time the micro-kernel candidates of each workload at given shapes",
+        description="Generate micro-kernel candidates from the target's limits, build them with "
+        "IREE (many per compile, cached), time each on each shape against IREE's default in one "
+        "process, append every result to the records file and print a candidate x shape table.",
+    )
+    parser.add_argument("input", metavar="INPUT.mlir", help="MLIR file with dynamic-shape ops")
+    parser.add_argument("--target", default="llvm-cpu", choices=("llvm-cpu", "cuda"))
+    parser.add_argument(
+        "--arch", default="sm_80", help="CUDA arch, e.g. sm_80 or sm_90 (cuda only)"
+    )
+    parser.add_argument(
+        "--target-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a target limit, e.g. vector_bits=256 or l2_bytes=1M (repeatable)",
+    )
+    parser.add_argument(
+        "--shapes",
+        required=True,
+        metavar="S,S,...",
+        help="values of the dynamic dims: 17 sets every dynamic dim to 17, 17x33 sets them "
+        "one by one; comma-separated list of such shapes",
+    )
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure N candidates spread evenly over the space (IREE's default always "
+        "included); 0: all (default)",
+    )
+    parser.add_argument("--route", default="config", choices=("config", "td"))
+    parser.add_argument("--db", required=True, metavar="records.jsonl", help="records file")
+    parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    parser.add_argument("--min-time", type=float, default=0.05, metavar="S")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per request")
+    parser.add_argument("--top", type=int, default=0, metavar="N", help="print only the N best")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def parse_shapes(text: str, dynamic: int) -> list[Shape]:
+    """``1,17`` -> [(1,)*dynamic, (17,)*dynamic]; ``17x33`` -> [(17, 33)]."""
+    shapes: list[Shape] = []
+    for item in text.split(","):
+        parts = item.strip().split("x")
+        if not all(p.isascii() and p.isdigit() for p in parts):
+            raise MeasureUsageError(
+                f"--shapes: '{item.strip()}' is not N or NxM... with non-negative integers"
+            )
+        values = tuple(int(p) for p in parts)
+        if len(values) == 1:
+            values = values * dynamic
+        if len(values) != dynamic:
+            raise MeasureUsageError(
+                f"--shapes: '{item.strip()}' gives {len(values)} values, the workload has "
+                f"{dynamic} dynamic dims"
+            )
+        if values not in shapes:
+            shapes.append(values)
+    return shapes
+
+
+def select_candidates(space: Sequence[Candidate], count: int) -> list[Candidate]:
+    """``count`` candidates spread evenly over the space, IREE's default first."""
+    if count <= 0 or count >= len(space):
+        return list(space)
+    default = [c for c in space if isinstance(c, DefaultCandidate)]
+    rest = [c for c in space if not isinstance(c, DefaultCandidate)]
+    wanted = max(count - len(default), 0)
+    step = len(rest) / wanted if wanted else 0
+    return default + [rest[int(i * step)] for i in range(wanted)]
+
+
+def make_target(args: argparse.Namespace) -> Target:
+    overrides = parse_overrides(args.target_option)
+    arch = args.arch if args.target == "cuda" else None
+    return target_from_name(args.target, arch=arch, overrides=overrides)
+
+
+def format_table(report: MeasureReport, top: int = 0) -> list[str]:
+    """Rows: candidates by geomean speedup over IREE's default; columns: shapes (us)."""
+    default = DefaultCandidate().key()
+    shapes = report.shapes
+
+    def speedups(key: str) -> list[float]:
+        return [report.median(default, s) / report.median(key, s) for s in shapes]
+
+    def geomean(values: list[float]) -> float:
+        if not values or any(not math.isfinite(v) or v <= 0 for v in values):
+            return 0.0
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    keys = [c.key() for c in report.candidates]
+    keys.sort(key=lambda k: -geomean(speedups(k)))
+    if top > 0:
+        keys = keys[:top] + ([default] if default not in keys[:top] else [])
+    labels = ["x".join(map(str, s)) for s in shapes]
+    header = ["candidate", *[f"T={label} (us)" for label in labels], "geomean vs default"]
+    rows = [header]
+    best = {s: report.best(s)[0] for s in shapes}
+    for key in keys:
+        cells = [key]
+        for shape in shapes:
+            median = report.median(key, shape)
+            mark = "*" if best[shape] == key and math.isfinite(median) else ""
+            cells.append("failed" if not math.isfinite(median) else f"{median * 1e6:.1f}{mark}")
+        gm = geomean(speedups(key))
+        cells.append(f"{gm:.2f}x" if gm else "-")
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.tools.cli import CliError, list_workloads, read_input
+
+    if args.min_time <= 0 or args.rounds < 1 or args.timeout <= 0:
+        raise CliError("--min-time and --timeout must be > 0 and --rounds >= 1")
+    try:
+        target = make_target(args)
+    except ValueError as error:
+        raise CliError(f"--target: {error}") from None
+    source, text = read_input(args.input)
+    listing = list_workloads(text, source, None, err)
+    unique: dict[str, Workload] = {}
+    for workload in listing.found:
+        unique.setdefault(workload.key, workload)
+    if not unique:
+        print(f"{source}: no dynamic-shape contraction to measure", file=err)
+        return 0
+    try:
+        db = RecordDatabase(args.db)
+        db.load()
+    except DatabaseError as error:
+        raise CliError(str(error)) from None
+    settings = RunnerSettings(
+        MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=args.min_time),
+        driver=args.device,
+        timeout=args.timeout,
+    )
+    route = route_named(args.route)
+    candidates = select_candidates(space_for(target), args.candidates)
+    print(f"target: {target.describe()}", file=out)
+    for workload in unique.values():
+        try:
+            shapes = parse_shapes(args.shapes, len(workload.dynamic_dims))
+        except MeasureUsageError as error:
+            raise CliError(str(error)) from None
+        print(f"\nworkload {workload.describe()} at {workload.location}", file=out)
+        print(f"{len(candidates)} candidates, route {route.name}, records {args.db}", file=out)
+        measurer = Measurer(workload, target, db, route=route, runner_settings=settings, stream=err)
+        try:
+            report = measurer.measure(candidates, shapes)
+        except DatabaseError as error:
+            raise CliError(str(error)) from None
+        if report.skipped_no_device:
+            built = len(candidates) - len(report.build_failures)
+            print(
+                f"built {built} of {len(candidates)} variants; no GPU here to time them", file=out
+            )
+            continue
+        print(
+            f"measured {report.measured} pairs now, {len(report.records) - report.measured} "
+            "from the records; * best at that shape",
+            file=out,
+        )
+        for line in format_table(report, args.top):
+            print(line, file=out)
+        for key, error in sorted(report.build_failures.items()):
+            print(f"build failed: {key}: {error.splitlines()[0]}", file=err)
+    return 0
