@@ -441,7 +441,7 @@ class CudaTarget:
         return ("--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch}")
 
     def module_attributes(self) -> str:
-        """``{hal.device.targets = [...]}`` for a ``module attributes`` header; "" if not needed.
+        """``hal.device.targets = [...]`` for a ``module attributes {...}`` header; "" if not needed.
 
         An explicit target wins over ``--iree-cuda-target`` (checked), so it is
         only emitted where the flag cannot name the arch.
@@ -449,7 +449,7 @@ class CudaTarget:
         if not self.needs_explicit_target:
             return ""
         device = f'#hal.device.target<"cuda", [{self.executable_target()}]> : !hal.device'
-        return f"{{hal.device.targets = [{device}]}}"
+        return f"hal.device.targets = [{device}]"
 
     def wrap_module(self, body: str) -> str:
         """Put top-level ops (``func.func ...``) in a module carrying :meth:`module_attributes`."""
@@ -458,7 +458,7 @@ class CudaTarget:
             return body
         if re.match(r"\s*module\b", body):
             raise ValueError("wrap_module takes the module's body, not a module")
-        return f"module attributes {attributes} {{\n{body}\n}}\n"
+        return f"module attributes {{{attributes}}} {{\n{body}\n}}\n"
 
     def key(self) -> str:
         """e.g. ``cuda:sm_80:a100:108sm:smem163k`` (limits that shape the space included)."""

@@ -167,11 +167,11 @@ def test_compile_flags_and_explicit_sm90_target() -> None:
     sm90 = CudaTarget.known("h100")
     assert sm90.compile_flags() == ("--iree-hal-target-device=cuda",)
     attributes = sm90.module_attributes()
-    assert attributes.startswith('{hal.device.targets = [#hal.device.target<"cuda", [')
+    assert attributes.startswith('hal.device.targets = [#hal.device.target<"cuda", [')
     assert '#iree_gpu.target<arch = "sm_90", features = "+ptx80"' in attributes
     assert "max_workgroup_memory_bytes = 232448" in attributes
     assert sm90.wrap_module("func.func @f() { return }").startswith(
-        f"module attributes {attributes} {{"
+        f"module attributes {{{attributes}}} {{"
     )
 
 

@@ -1,0 +1,205 @@
+"""The measuring loop: builds, correct results, records, resume, failures as data."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import DENSE, SCORES
+
+from dcmlir.builder import Builder
+from dcmlir.database import RecordDatabase
+from dcmlir.measure import MeasureSettings
+from dcmlir.measurer import Measurer
+from dcmlir.mlir import ir, parse_module
+from dcmlir.runner import RunnerSettings
+from dcmlir.space import CpuCandidate, DefaultCandidate, candidate_from_key
+from dcmlir.target import CpuTarget, CudaTarget
+from dcmlir.tools.cli import main
+from dcmlir.workload import Workload, workloads
+
+FAST = RunnerSettings(MeasureSettings(min_time=0.003, rounds=2, input_sets=2, warmup=0.003))
+PICKED = [
+    DefaultCandidate(),
+    candidate_from_key("cpu:wg8x128:v1x16:k8"),
+    candidate_from_key("cpu:wg32x32:v8x16:k4"),
+]
+
+
+def workload_of(text: str) -> Workload:
+    with ir.Context():
+        ((_, found),) = list(workloads(parse_module(text).operation))
+    assert isinstance(found, Workload)
+    return found
+
+
+@dataclass(frozen=True)
+class BrokenCandidate:
+    """A candidate whose config IREE cannot take: its build must fail, not abort."""
+
+    def key(self) -> str:
+        return "test:broken"
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": "test-broken"}
+
+    def compilation_info(self, workload: Workload) -> str:
+        return "#iree_codegen.compilation_info<this is not an attribute>"
+
+
+def test_measures_records_and_resumes(tmp_path: Path) -> None:
+    workload = workload_of(DENSE)
+    db = RecordDatabase(tmp_path / "records.jsonl", fsync=False)
+    stream = io.StringIO()
+    measurer = Measurer(workload, CpuTarget(), db, runner_settings=FAST, stream=stream)
+    report = measurer.measure(PICKED, [(1,), (9,)])
+    assert report.measured == 6
+    for candidate in PICKED:
+        for shape in [(1,), (9,)]:
+            record = report.records[(candidate.key(), shape)]
+            assert record.ok, record.error
+            assert record.extra["max_error"] < 1e-4  # checked against numpy first
+            assert record.space == (shape[0], 768, 768)
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in lines]
+    assert kinds.count("build") == 3 and kinds.count("measure") == 6
+    # a second run finds everything in the records: nothing built, nothing timed
+    again = Measurer(
+        workload, CpuTarget(), RecordDatabase(tmp_path / "records.jsonl"), runner_settings=FAST
+    )
+    resumed = again.measure(PICKED, [(1,), (9,)])
+    assert resumed.measured == 0
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(lines)
+    # one new shape: only that shape is measured
+    extended = again.measure(PICKED, [(1,), (9,), (4,)])
+    assert extended.measured == 3
+
+
+def test_batch_matmul_with_two_dynamic_dims(tmp_path: Path) -> None:
+    workload = workload_of(SCORES)
+    db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
+    report = Measurer(
+        workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()
+    ).measure(PICKED, [(3, 5)])
+    assert all(report.records[(c.key(), (3, 5))].ok for c in PICKED)
+    assert report.records[(PICKED[1].key(), (3, 5))].space == (12, 3, 5, 64)
+
+
+def test_failed_build_is_a_record_not_an_abort(tmp_path: Path) -> None:
+    workload = workload_of(DENSE)
+    db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
+    candidates = [DefaultCandidate(), BrokenCandidate(), PICKED[1]]
+    report = Measurer(
+        workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()
+    ).measure(candidates, [(2,)])
+    assert "test:broken" in report.build_failures
+    broken = report.records[("test:broken", (2,))]
+    assert broken.failed and broken.kind == "build" and "does not parse" in (broken.error or "")
+    assert report.records[(PICKED[1].key(), (2,))].ok  # the others were built and timed
+    assert db.measured(workload.key, CpuTarget().key(), "test:broken", (2,), "config")
+
+
+def test_builder_cache_hit_compiles_nothing(tmp_path: Path) -> None:
+    workload = workload_of(DENSE)
+    with Builder(CpuTarget()) as first:
+        first.build(workload, PICKED)
+    with Builder(CpuTarget()) as second:
+        built = second.build(workload, PICKED)
+    assert second.stats.compiles == 0 and second.stats.cached == 1
+    assert all(b.ok and b.cached and b.seconds == 0.0 for b in built)
+
+
+def test_cuda_without_gpu_builds_records_and_says_so(tmp_path: Path) -> None:
+    workload = workload_of(DENSE)
+    db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
+    stream = io.StringIO()
+    target = CudaTarget.from_overrides({"arch": "sm_90"})
+    candidates = [DefaultCandidate(), candidate_from_key("cuda:wg32x64:t4x4:k8:p")]
+    report = Measurer(workload, target, db, runner_settings=FAST, stream=stream).measure(
+        candidates, [(4,)]
+    )
+    assert report.skipped_no_device
+    assert "no CUDA GPU present: built 2 variant(s) for sm_90" in stream.getvalue()
+    builds = [r for r in db.records(include_failures=True) if r.kind == "build"]
+    assert {r.candidate_key for r in builds} == {c.key() for c in candidates}
+
+
+def test_cli_measure_prints_the_table_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    argv = [
+        "measure",
+        str(source),
+        "--shapes",
+        "1,6",
+        "--candidates",
+        "3",
+        "--db",
+        str(tmp_path / "r.jsonl"),
+        "--min-time",
+        "0.003",
+        "--rounds",
+        "2",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "measured 6 pairs now, 0 from the records" in out
+    assert "T=1 (us)" in out and "T=6 (us)" in out and "default" in out
+    assert main(argv) == 0
+    assert "measured 0 pairs now, 6 from the records" in capsys.readouterr().out
+
+
+def test_cli_measure_shapes_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "scores.mlir"
+    source.write_text(SCORES)
+    code = main(["measure", str(source), "--shapes", "4x5x6", "--db", str(tmp_path / "r.jsonl")])
+    assert code == 1
+    assert (
+        "--shapes: '4x5x6' gives 3 values, the workload has 2 dynamic dims"
+        in capsys.readouterr().err
+    )
+
+
+def test_cli_measure_cuda_without_gpu_exits_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    code = main(
+        [
+            "measure",
+            str(source),
+            "--target",
+            "cuda",
+            "--arch",
+            "sm_80",
+            "--shapes",
+            "8",
+            "--candidates",
+            "2",
+            "--db",
+            str(tmp_path / "r.jsonl"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert [line for line in captured.err.splitlines() if "no CUDA GPU" in line] == [
+        "dcmlir: no CUDA GPU present: built 2 variant(s) for sm_80 and recorded the builds; nothing was timed"
+    ]
+    assert "built 2 of 2 variants; no GPU here to time them" in captured.out
+
+
+def test_spread_selection_keeps_default_first() -> None:
+    from dcmlir.space import space_for
+    from dcmlir.tools.cmd_measure import select_candidates
+
+    space = space_for(CpuTarget())
+    picked = select_candidates(space, 5)
+    assert isinstance(picked[0], DefaultCandidate) and len(picked) == 5
+    assert len({c.key() for c in picked}) == 5
+    assert all(isinstance(c, CpuCandidate) for c in picked[1:])
