@@ -441,7 +441,7 @@ class CudaTarget:
         return ("--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch}")
 
     def module_attributes(self) -> str:
-        """``hal.device.targets = [...]`` for a ``module attributes {...}`` header; "" if not needed.
+        """``hal.device.targets = [...]`` for a ``module attributes {...}`` header, or "".
 
         An explicit target wins over ``--iree-cuda-target`` (checked), so it is
         only emitted where the flag cannot name the arch.
