@@ -149,7 +149,7 @@ def test_cli_measure_prints_the_table_and_resumes(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "measured 6 pairs now, 0 from the records" in out
-    assert "T=1 (us)" in out and "T=6 (us)" in out and "default" in out
+    assert "  1 (us)" in out and "  6 (us)" in out and "default" in out
     assert main(argv) == 0
     assert "measured 0 pairs now, 6 from the records" in capsys.readouterr().out
 

@@ -128,7 +128,7 @@ def format_table(report: MeasureReport, top: int = 0) -> list[str]:
     if top > 0:
         keys = keys[:top] + ([default] if default not in keys[:top] else [])
     labels = ["x".join(map(str, s)) for s in shapes]
-    header = ["candidate", *[f"T={label} (us)" for label in labels], "geomean vs default"]
+    header = ["candidate", *[f"{label} (us)" for label in labels], "geomean vs default"]
     rows = [header]
     best = {s: report.best(s)[0] for s in shapes}
     for key in keys:
