@@ -12,6 +12,7 @@ becomes a record.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import tempfile
@@ -90,7 +91,10 @@ class Measurer:
         self.target = target
         self.db = db
         self.route = route if route is not None else ConfigRoute()
-        self.runner_settings = runner_settings or RunnerSettings()
+        settings = runner_settings or RunnerSettings()
+        if isinstance(target, CudaTarget) and settings.driver.startswith("local-"):
+            settings = dataclasses.replace(settings, driver="cuda")  # a GPU target runs on it
+        self.runner_settings = settings
         self.chunk_size = chunk_size
         self.build_timeout = build_timeout
         self.stream = stream if stream is not None else sys.stderr
