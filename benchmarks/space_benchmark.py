@@ -179,9 +179,10 @@ def main() -> int:
     results: dict[str, dict[str, object]] = {}
     for route in args.routes.split(","):
         variants, seconds = compile_rate(workload, target, route)
-        report = Measurer(
+        with Measurer(
             workload, target, db, route=route_named(route), runner_settings=settings
-        ).measure(space_for(target), shapes)
+        ) as measurer:
+            report = measurer.measure(space_for(target), shapes)
         results[route] = {
             **summarize(report),
             "compile_variants": variants,

@@ -71,7 +71,11 @@ class MeasureReport:
 
 
 class Measurer:
-    """Measures (candidate, shape) pairs of one workload on one target."""
+    """Measures (candidate, shape) pairs of one workload on one target.
+
+    Keep one per tuning run (``with Measurer(...) as m:``): variants built once
+    are reused by later calls, and the measuring process stays up.
+    """
 
     def __init__(
         self,
@@ -98,12 +102,43 @@ class Measurer:
         self.chunk_size = chunk_size
         self.build_timeout = build_timeout
         self.stream = stream if stream is not None else sys.stderr
+        self._built: dict[str, BuiltVariant] = {}
+        self._build_failures: dict[str, Record] = {}
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._runner: Runner | None = None
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the measuring process and delete the compiled variants."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if self._workdir is not None:
+            self._workdir.cleanup()
+            self._workdir = None
+        self._built.clear()
 
     # -- records ---------------------------------------------------------------------------
-    def _known(self, candidate: Candidate, shape: Shape) -> Record | None:
-        return self.db.lookup(
-            self.workload.key, self.target.key(), candidate.key(), shape, self.route.name
-        )
+    def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record]]:
+        """(newest measure record per pair, newest failed build per candidate) of this
+        workload, target and route: one pass over the records instead of one per pair."""
+        measures: dict[tuple[str, Shape], Record] = {}
+        builds: dict[str, Record] = {}
+        for record in self.db.records(
+            self.workload.key, self.target.key(), self.route.name, include_failures=True
+        ):
+            if record.kind == "measure":
+                measures[(record.candidate_key, record.shape)] = record
+            elif record.all_shapes:
+                builds[record.candidate_key] = record
+        failed_builds = {key: r for key, r in builds.items() if r.failed}
+        return measures, failed_builds
 
     def _record_build(self, built: BuiltVariant) -> Record:
         common = {
@@ -122,72 +157,94 @@ class Measurer:
 
     # -- the loop ----------------------------------------------------------------------------
     def measure(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> MeasureReport:
-        """Build what is needed, time every unrecorded pair, return the newest records."""
-        candidates = list(candidates)
+        """Every candidate on every shape (see :meth:`measure_pairs`)."""
+        shapes = [tuple(s) for s in shapes]
+        pairs = [(candidate, shape) for shape in shapes for candidate in candidates]
+        return self.measure_pairs(pairs, candidates=candidates, shapes=shapes)
+
+    def measure_pairs(
+        self,
+        pairs: Sequence[tuple[Candidate, Shape]],
+        *,
+        candidates: Sequence[Candidate] | None = None,
+        shapes: Sequence[Shape] | None = None,
+    ) -> MeasureReport:
+        """Build what is needed, time every pair the records lack, return the newest records.
+
+        Pairs already recorded (a timing, or a failed build of the candidate)
+        are taken from the records; the rest are timed shape by shape, largest
+        shape first, IREE's default alongside as the baseline.
+        """
+        pairs = [(candidate, tuple(shape)) for candidate, shape in pairs]
+        if candidates is None:
+            candidates = list({c.key(): c for c, _ in pairs}.values())
+        if shapes is None:
+            shapes = list(dict.fromkeys(shape for _, shape in pairs))
         keys = [c.key() for c in candidates]
         if len(set(keys)) != len(keys):
             raise ValueError("candidates must be distinct")
-        report = MeasureReport(self.workload, candidates, [tuple(s) for s in shapes])
-        todo: dict[Shape, list[Candidate]] = {}
-        for shape in report.shapes:
+        report = MeasureReport(self.workload, list(candidates), [tuple(s) for s in shapes])
+        measures, failed_builds = self._index()
+        todo: dict[Shape, dict[str, Candidate]] = {}
+        for candidate, shape in pairs:
             shape_dims(self.workload, shape)  # validates the arity early
-            for candidate in candidates:
-                known = self._known(candidate, shape)
-                if known is not None:
-                    report.records[(candidate.key(), shape)] = known
-                    continue
-                todo.setdefault(shape, []).append(candidate)
+            known = measures.get((candidate.key(), shape)) or failed_builds.get(candidate.key())
+            if known is not None:
+                report.records[(candidate.key(), shape)] = known
+                continue
+            todo.setdefault(shape, {})[candidate.key()] = candidate
         if not todo:
             return report
-        needed = {c.key(): c for group in todo.values() for c in group}
-        baseline = DefaultCandidate()
-        needed.setdefault(baseline.key(), baseline)
-        with tempfile.TemporaryDirectory(prefix="dcmlir-variants-") as workdir:
-            built = self._build(list(needed.values()), Path(workdir))
-            for key, variant in built.items():
-                if variant.error is None:
+        needed = {key: c for group in todo.values() for key, c in group.items()}
+        needed.setdefault(DefaultCandidate().key(), DefaultCandidate())
+        built = self._build(list(needed.values()))
+        for shape, group in todo.items():
+            for key in list(group):
+                if built[key].error is None:
                     continue
-                report.build_failures[key] = variant.error
-                for shape, group in todo.items():
-                    if any(c.key() == key for c in group):
-                        report.records[(key, shape)] = self._build_failures[key]
-            if isinstance(self.target, CudaTarget) and not cuda_device_available():
-                report.skipped_no_device = True
-                ok = sum(v.ok for v in built.values())
-                print(
-                    f"dcmlir: no CUDA GPU present: built {ok} variant(s) for {self.target.arch}"
-                    " and recorded the builds; nothing was timed",
-                    file=self.stream,
-                )
-                return report
-            with Runner(self.runner_settings) as runner:
-                for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
-                    group = [c for c in todo[shape] if built[c.key()].ok]
-                    if group:
-                        self._measure_shape(runner, shape, group, built, report)
+                report.build_failures[key] = built[key].error or ""
+                report.records[(key, shape)] = self._build_failures[key]
+                del group[key]
+        if isinstance(self.target, CudaTarget) and not cuda_device_available():
+            report.skipped_no_device = True
+            ok = sum(v.ok for v in built.values())
+            print(
+                f"dcmlir: no CUDA GPU present: built {ok} variant(s) for {self.target.arch}"
+                " and recorded the builds; nothing was timed",
+                file=self.stream,
+            )
+            return report
+        if self._runner is None:
+            self._runner = Runner(self.runner_settings)
+        for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
+            if todo[shape]:
+                self._measure_shape(self._runner, shape, list(todo[shape].values()), built, report)
         return report
 
-    def _build(self, candidates: list[Candidate], workdir: Path) -> dict[str, BuiltVariant]:
-        progress = Progress(len(candidates), f"build {self.workload.kind}", self.stream)
-        self._build_failures: dict[str, Record] = {}
-        with Builder(
-            self.target,
-            self.route,
-            workdir=workdir,
-            chunk_size=self.chunk_size,
-            timeout=self.build_timeout,
-            module_attributes=self.target.module_attributes(),
-        ) as builder:
-            results = builder.build(
-                self.workload, candidates, progress=lambda done, _total: progress.set(done)
-            )
-        found = {}
-        for result in results:
-            record = self._record_build(result)
-            found[result.candidate.key()] = result
-            if result.error is not None:
-                self._build_failures[result.candidate.key()] = record
-        return found
+    def _build(self, candidates: list[Candidate]) -> dict[str, BuiltVariant]:
+        """Build the candidates this measurer has not built yet; all of them, by key."""
+        missing = [c for c in candidates if c.key() not in self._built]
+        if missing:
+            if self._workdir is None:
+                self._workdir = tempfile.TemporaryDirectory(prefix="dcmlir-variants-")
+            progress = Progress(len(missing), f"build {self.workload.kind}", self.stream)
+            with Builder(
+                self.target,
+                self.route,
+                workdir=Path(self._workdir.name),
+                chunk_size=self.chunk_size,
+                timeout=self.build_timeout,
+                module_attributes=self.target.module_attributes(),
+            ) as builder:
+                results = builder.build(
+                    self.workload, missing, progress=lambda done, _total: progress.set(done)
+                )
+            for result in results:
+                record = self._record_build(result)
+                self._built[result.candidate.key()] = result
+                if result.error is not None:
+                    self._build_failures[result.candidate.key()] = record
+        return {c.key(): self._built[c.key()] for c in candidates}
 
     def _measure_shape(
         self,

@@ -179,7 +179,9 @@ class Runner:
         self._worker: _Worker | None = None
         self._variants: Sequence[RunVariant] = ()
         self._problem: ShapeProblem | None = None
-        self._load_errors: dict[str, str] = {}
+        self._load_errors: dict[str, str] = {}  # by variant name, kept across shapes
+        self._loaded: set[tuple[str, str]] = set()
+        self._inputs_sent = False
 
     def __enter__(self) -> Runner:
         return self
@@ -194,29 +196,23 @@ class Runner:
 
     # -- plumbing -------------------------------------------------------------------------
     def _ensure_ready(self) -> _Worker:
-        """A worker with every module of this shape loaded and its inputs on the device."""
-        if self._worker is not None and self._worker.alive():
-            return self._worker
-        if self._worker is not None:
-            self._worker.kill()
-        worker = _Worker(self.settings.driver)
-        self._worker = worker
-        timeout = self.settings.timeout
-        by_path: dict[str, list[RunVariant]] = {}
-        for variant in self._variants:
-            by_path.setdefault(variant.vmfb_path, []).append(variant)
-        for path, group in by_path.items():
-            try:
-                failed = worker.call(timeout, "load", path, [v.function for v in group])
-            except RuntimeError as err:  # the whole module: every function in it fails
-                failed = {v.function: str(err) for v in group}
-            for variant in group:
-                if variant.function in failed:
-                    self._load_errors[variant.name] = f"load: {failed[variant.function]}"
-        if self._problem is not None:
+        """A worker with this shape's modules loaded and its inputs on the device.
+
+        A worker that died or timed out is replaced and brought back to the
+        same state; a live one only loads what it lacks.
+        """
+        worker = self._worker
+        if worker is None or not worker.alive():
+            if worker is not None:
+                worker.kill()
+            worker = self._worker = _Worker(self.settings.driver)
+            self._loaded: set[tuple[str, str]] = set()
+            self._inputs_sent = False
+        self._load_missing(worker)
+        if not self._inputs_sent and self._problem is not None:
             measure = self.settings.measure
             worker.call(
-                timeout,
+                self.settings.timeout,
                 "inputs",
                 self._problem.input_shapes,
                 self._problem.dtypes,
@@ -224,27 +220,31 @@ class Runner:
                 measure.input_sets,
                 measure.seed,
             )
+            self._inputs_sent = True
         return worker
 
+    def _load_missing(self, worker: _Worker) -> None:
+        by_path: dict[str, list[RunVariant]] = {}
+        for variant in self._variants:
+            if (variant.vmfb_path, variant.function) not in self._loaded:
+                by_path.setdefault(variant.vmfb_path, []).append(variant)
+        for path, group in by_path.items():
+            try:
+                failed = worker.call(
+                    self.settings.timeout, "load", path, [v.function for v in group]
+                )
+            except RuntimeError as err:  # the whole module: every function in it fails
+                failed = {v.function: str(err) for v in group}
+            for variant in group:
+                self._loaded.add((variant.vmfb_path, variant.function))
+                if variant.function in failed:
+                    self._load_errors[variant.name] = f"load: {failed[variant.function]}"
+
     def _start_shape(self, variants: Sequence[RunVariant], problem: ShapeProblem) -> None:
-        """Make the worker serve this shape: new modules get (re)loaded, inputs replaced."""
-        if self._worker is not None and tuple(variants) != self._variants:
-            self.close()  # other variants: start clean rather than grow
+        """Make the worker serve this shape: load what it lacks, replace the inputs."""
         self._variants, self._problem = tuple(variants), problem
-        self._load_errors = {}
-        if self._worker is None:
-            self._ensure_ready()
-            return
-        measure = self.settings.measure
-        self._worker.call(
-            self.settings.timeout,
-            "inputs",
-            problem.input_shapes,
-            problem.dtypes,
-            problem.einsum,
-            measure.input_sets,
-            measure.seed,
-        )
+        self._inputs_sent = False
+        self._ensure_ready()
 
     def _request(self, timing: Timing, command: str, variant: RunVariant, argument: float) -> Any:
         """One worker request for one variant; any failure becomes that variant's error."""
@@ -288,8 +288,9 @@ class Runner:
             for timing in timings.values():
                 timing.error = f"setup: {err}"
             return result
-        for name, error in self._load_errors.items():
-            timings[name].error = error
+        for name in timings:
+            if name in self._load_errors:
+                timings[name].error = self._load_errors[name]
         healthy = self._check_all(variants, timings)
         for variant in healthy:
             self._request(timings[variant.name], "warmup", variant, settings.warmup)

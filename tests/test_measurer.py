@@ -54,8 +54,8 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
     workload = workload_of(DENSE)
     db = RecordDatabase(tmp_path / "records.jsonl", fsync=False)
     stream = io.StringIO()
-    measurer = Measurer(workload, CpuTarget(), db, runner_settings=FAST, stream=stream)
-    report = measurer.measure(PICKED, [(1,), (9,)])
+    with Measurer(workload, CpuTarget(), db, runner_settings=FAST, stream=stream) as measurer:
+        report = measurer.measure(PICKED, [(1,), (9,)])
     assert report.measured == 6
     for candidate in PICKED:
         for shape in [(1,), (9,)]:
@@ -67,23 +67,24 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
     kinds = [json.loads(line)["kind"] for line in lines]
     assert kinds.count("build") == 3 and kinds.count("measure") == 6
     # a second run finds everything in the records: nothing built, nothing timed
-    again = Measurer(
+    with Measurer(
         workload, CpuTarget(), RecordDatabase(tmp_path / "records.jsonl"), runner_settings=FAST
-    )
-    resumed = again.measure(PICKED, [(1,), (9,)])
-    assert resumed.measured == 0
-    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(lines)
-    # one new shape: only that shape is measured
-    extended = again.measure(PICKED, [(1,), (9,), (4,)])
-    assert extended.measured == 3
+    ) as again:
+        resumed = again.measure(PICKED, [(1,), (9,)])
+        assert resumed.measured == 0
+        assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(lines)
+        # one new shape: only that shape is measured, and only the pairs asked for
+        extended = again.measure(PICKED, [(1,), (9,), (4,)])
+        assert extended.measured == 3
+        single = again.measure_pairs([(PICKED[1], (6,))])
+        assert single.measured == 1 and single.records[(PICKED[1].key(), (6,))].ok
 
 
 def test_batch_matmul_with_two_dynamic_dims(tmp_path: Path) -> None:
     workload = workload_of(SCORES)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
-    report = Measurer(
-        workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()
-    ).measure(PICKED, [(3, 5)])
+    with Measurer(workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()) as m:
+        report = m.measure(PICKED, [(3, 5)])
     assert all(report.records[(c.key(), (3, 5))].ok for c in PICKED)
     assert report.records[(PICKED[1].key(), (3, 5))].space == (12, 3, 5, 64)
 
@@ -92,9 +93,8 @@ def test_failed_build_is_a_record_not_an_abort(tmp_path: Path) -> None:
     workload = workload_of(DENSE)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
     candidates = [DefaultCandidate(), BrokenCandidate(), PICKED[1]]
-    report = Measurer(
-        workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()
-    ).measure(candidates, [(2,)])
+    with Measurer(workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO()) as m:
+        report = m.measure(candidates, [(2,)])
     assert "test:broken" in report.build_failures
     broken = report.records[("test:broken", (2,))]
     assert broken.failed and broken.kind == "build" and "does not parse" in (broken.error or "")
@@ -118,9 +118,8 @@ def test_cuda_without_gpu_builds_records_and_says_so(tmp_path: Path) -> None:
     stream = io.StringIO()
     target = CudaTarget.from_overrides({"arch": "sm_90"})
     candidates = [DefaultCandidate(), candidate_from_key("cuda:wg32x64:t4x4:k8:p")]
-    report = Measurer(workload, target, db, runner_settings=FAST, stream=stream).measure(
-        candidates, [(4,)]
-    )
+    with Measurer(workload, target, db, runner_settings=FAST, stream=stream) as m:
+        report = m.measure(candidates, [(4,)])
     assert report.skipped_no_device
     assert "no CUDA GPU present: built 2 variant(s) for sm_90" in stream.getvalue()
     builds = [r for r in db.records(include_failures=True) if r.kind == "build"]

@@ -189,9 +189,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise CliError(str(error)) from None
         print(f"\nworkload {workload.describe()} at {workload.location}", file=out)
         print(f"{len(candidates)} candidates, route {route.name}, records {args.db}", file=out)
-        measurer = Measurer(workload, target, db, route=route, runner_settings=settings, stream=err)
         try:
-            report = measurer.measure(candidates, shapes)
+            with Measurer(
+                workload, target, db, route=route, runner_settings=settings, stream=err
+            ) as measurer:
+                report = measurer.measure(candidates, shapes)
         except DatabaseError as error:
             raise CliError(str(error)) from None
         if report.skipped_no_device:
