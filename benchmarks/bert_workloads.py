@@ -1,0 +1,62 @@
+"""The six BERT-base workloads of the benchmarks (DietCode's evaluation set, batch 1).
+
+Dense layers ``x[T, K] @ w[K, N]`` for the four weight shapes and the two
+attention batch matmuls, T dynamic; each as a small module with one function.
+"""
+
+from __future__ import annotations
+
+DENSE = {
+    "dense_qkv": (768, 2304),
+    "dense_out": (768, 768),
+    "dense_ffn1": (768, 3072),
+    "dense_ffn2": (3072, 768),
+}
+
+
+def dense_module(k: int, n: int) -> str:
+    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<?x{n}xf32> {{
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x{k}xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x{n}xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<?x{k}xf32>, tensor<{k}x{n}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  return %r : tensor<?x{n}xf32>
+}}
+"""
+
+
+# 12 x T x 64 x T: scores = Q[12, T, 64] @ K^T[12, 64, T]
+SCORES = """func.func @main(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>) -> tensor<12x?x?xf32> {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %t = tensor.dim %q, %c1 : tensor<12x?x64xf32>
+  %s = tensor.dim %k, %c2 : tensor<12x64x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t, %s) : tensor<12x?x?xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+  %r = linalg.batch_matmul ins(%q, %k : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%init : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+  return %r : tensor<12x?x?xf32>
+}
+"""
+
+# 12 x T x T x 64: context = P[12, T, T] @ V[12, T, 64]
+CONTEXT = """func.func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<12x?x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  return %r : tensor<12x?x64xf32>
+}
+"""
+
+
+def workloads() -> dict[str, str]:
+    """name -> module text, in the order the benchmark reports them."""
+    found = {name: dense_module(k, n) for name, (k, n) in DENSE.items()}
+    found["attention_scores"] = SCORES
+    found["attention_context"] = CONTEXT
+    return found
