@@ -219,7 +219,24 @@ class Measurer:
         for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
             if todo[shape]:
                 self._measure_shape(self._runner, shape, list(todo[shape].values()), built, report)
+        self._warn_drift(report)
         return report
+
+    def _warn_drift(self, report: MeasureReport) -> None:
+        """One line for the whole call: which shapes saw IREE's default move by > threshold."""
+        threshold = self.runner_settings.drift_threshold
+        drifted = {s: d for s, d in report.drift.items() if abs(d) > threshold}
+        if not drifted:
+            return
+        worst_shape, worst = max(drifted.items(), key=lambda item: abs(item[1]))
+        label = "x".join(map(str, worst_shape))
+        print(
+            f"dcmlir: warning: IREE's default drifted by more than {threshold:.0%} between before"
+            f" and after the rounds on {len(drifted)} of {len(report.drift)} shapes (worst"
+            f" {worst:+.0%} at {label}): the machine is noisy; ratios measured side by side"
+            " still hold, absolute times less so",
+            file=self.stream,
+        )
 
     def _build(self, candidates: list[Candidate]) -> dict[str, BuiltVariant]:
         """Build the candidates this measurer has not built yet; all of them, by key."""
@@ -283,12 +300,6 @@ class Measurer:
         if drift is not None:
             report.drift[shape] = drift
         flagged = drift is not None and abs(drift) > self.runner_settings.drift_threshold
-        if flagged:
-            print(
-                f"dcmlir: warning: shape {label}: IREE's default drifted {drift:+.0%} between "
-                "before and after the rounds; this shape's times are noisy",
-                file=self.stream,
-            )
         for key in (c.key() for c in group):
             timing = result.timings[key]
             extra = {

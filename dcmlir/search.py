@@ -111,7 +111,7 @@ def shapes_in_range(workload: Workload, max_shapes: int, seed: int = 0) -> list[
             values = sorted({lo, hi, *rng.sample(values, max_shapes // 2 - 2)})
         diagonal = {(v,) * len(ranges) for v in values}
     axes = []
-    per_axis = max(2, int(round(max_shapes ** (1 / len(ranges)))))
+    per_axis = max(2, round(max_shapes ** (1 / len(ranges))))
     for lo, hi in ranges:
         small = [v for v in range(lo, min(hi, lo + 7) + 1)]
         rest = sorted(rng.sample(range(lo, hi + 1), min(hi - lo + 1, per_axis)))
@@ -173,44 +173,63 @@ class ShapeGenericSearch:
 
     # -- estimating --------------------------------------------------------------------------
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, prediction) tables [shape, candidate] in seconds."""
+        """(estimate, prediction) tables [shape, candidate] in seconds.
+
+        A measured pair is its measurement. Elsewhere the prediction is
+        corrected twice, from the measurements' log ratios measured/predicted:
+        by shape (what every candidate near this shape showed: e.g. a memory
+        floor the model does not know) and then by candidate (what this
+        candidate showed near this shape beyond that).
+        """
         predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
-        estimate = predicted.copy()
-        for column, key in enumerate(self.keys):
-            seen = [
-                (self.shape_index[s], t)
-                for (k, s), t in self.measured.items()
-                if k == key and s in self.shape_index
-            ]
-            if not seen:
+        column_of = {key: column for column, key in enumerate(self.keys)}
+        observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
+        failed: dict[int, int] = {}
+        runs: dict[int, int] = {}
+        for (key, shape), seconds in self.measured.items():
+            if key not in column_of or shape not in self.shape_index:
                 continue
-            if any(math.isinf(t) for _, t in seen) and all(math.isinf(t) for _, t in seen):
+            row, column = self.shape_index[shape], column_of[key]
+            runs[column] = runs.get(column, 0) + 1
+            if not math.isfinite(seconds):
+                failed[column] = failed.get(column, 0) + 1
+                continue
+            if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
+                observed.append((row, column, math.log(seconds / predicted[row, column])))
+        by_shape = self._interpolate([(row, value) for row, _, value in observed])
+        residual: dict[int, list[tuple[int, float]]] = {}
+        for row, column, value in observed:
+            residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
+        estimate = predicted * by_shape[:, None]
+        for column, points in residual.items():
+            estimate[:, column] *= self._interpolate(points)
+        for column, count in failed.items():
+            if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
-                continue
-            estimate[:, column] = predicted[:, column] * self._correction(predicted, column, seen)
-            for row, seconds in seen:
-                estimate[row, column] = seconds
+        for (key, shape), seconds in self.measured.items():
+            if key in column_of and shape in self.shape_index:
+                estimate[self.shape_index[shape], column_of[key]] = seconds
         return estimate, predicted
 
-    def _correction(
-        self, predicted: np.ndarray, column: int, seen: list[tuple[int, float]]
-    ) -> np.ndarray:
-        """Per shape: measured/predicted of this candidate at its nearest measured shapes.
+    def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
+        """exp of the inverse-distance-weighted mean of log ratios at every shape.
 
-        Inverse-distance weighting of the log ratios in the space of the dynamic
-        dims (normalised by each range), so a model that is off by a factor
-        near one shape is corrected there and less so far away.
+        Distances are taken in the dynamic dims' space, each normalised by
+        its range; several values at one shape are averaged first.
         """
-        finite = [(row, t) for row, t in seen if math.isfinite(t) and predicted[row, column] > 0]
-        if not finite:
+        if not points:
             return np.ones(len(self.shapes))
-        points = np.asarray(self.shapes, dtype=float)
-        scale = np.maximum(points.max(axis=0) - points.min(axis=0), 1.0)
-        anchors = points[[row for row, _ in finite]] / scale
-        logs = np.log([t / predicted[row, column] for row, t in finite])
-        distance = np.linalg.norm(points[:, None, :] / scale - anchors[None, :, :], axis=2)
+        grouped: dict[int, list[float]] = {}
+        for row, value in points:
+            grouped.setdefault(row, []).append(value)
+        rows = sorted(grouped)
+        values = np.asarray([float(np.mean(grouped[row])) for row in rows])
+        shapes = np.asarray(self.shapes, dtype=float)
+        scale = np.maximum(shapes.max(axis=0) - shapes.min(axis=0), 1.0)
+        anchors = shapes[rows] / scale
+        distance = np.linalg.norm(shapes[:, None, :] / scale - anchors[None, :, :], axis=2)
         weights = 1.0 / (distance + 1e-3) ** 2
-        return np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1))
+        return np.exp((weights * values).sum(axis=1) / weights.sum(axis=1))
 
     # -- selecting ---------------------------------------------------------------------------
     def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
@@ -221,13 +240,13 @@ class ShapeGenericSearch:
         uncovered = set(range(len(self.shapes)))
         chosen: list[int] = []
         while uncovered and len(chosen) < self.settings.max_kernels:
-            def gain(column: int) -> tuple[int, float, int]:
-                covered = [row for row in uncovered if column in top[row]]
-                cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
-                return (len(covered), -cost, -column)
-
-            best = max((c for c in range(len(self.candidates)) if c not in chosen), key=gain)
-            if gain(best)[0] == 0:
+            gains = {
+                column: _cover_gain(estimate, top, uncovered, column)
+                for column in range(len(self.candidates))
+                if column not in chosen
+            }
+            best = max(gains, key=lambda column: gains[column])
+            if gains[best][0] == 0:
                 break
             chosen.append(best)
             uncovered = {row for row in uncovered if best not in top[row]}
@@ -366,6 +385,15 @@ class ShapeGenericSearch:
         return [(c, tuple(self._cherry_pick(self.workload, c, self.shapes))) for c in candidates]
 
 
+def _cover_gain(
+    estimate: np.ndarray, top: list[set[int]], uncovered: set[int], column: int
+) -> tuple[int, float, int]:
+    """(shapes newly covered, -their log cost, -column): more cover, then cheaper, then first."""
+    covered = [row for row in uncovered if column in top[row]]
+    cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
+    return (len(covered), -cost, -column)
+
+
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
     """Ends first, then midpoints of ever smaller intervals (a van der Corput order)."""
     count = len(shapes)
@@ -378,7 +406,7 @@ def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
         half = step / 2
         position = half
         while position < count - 1:
-            index = int(round(position))
+            index = round(position)
             if index not in seen:
                 seen.add(index)
                 order.append(index)

@@ -17,6 +17,12 @@ def _annotate_ranges() -> type[ModulePass]:
     return AnnotateRangesPass
 
 
+def _emit_dispatch() -> type[ModulePass]:
+    from dcmlir.passes.emit_dispatch import EmitDispatchPass
+
+    return EmitDispatchPass
+
+
 def _list_workloads() -> type[ModulePass]:
     from dcmlir.passes.list_workloads import ListWorkloadsPass
 
@@ -33,6 +39,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every dcmlir pass by name, loaded on first use."""
     return {
         "dcmlir-annotate-ranges": _annotate_ranges,
+        "dcmlir-emit-dispatch": _emit_dispatch,
         "dcmlir-list-workloads": _list_workloads,
         "dcmlir-microkernel-tile": _microkernel_tile,
     }

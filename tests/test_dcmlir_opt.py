@@ -39,7 +39,12 @@ def test_mixed_pipeline_runs_python_and_cpp_passes_in_order(write_mlir) -> None:
 def test_list_passes_shows_every_pass_with_options() -> None:
     code, out, _ = run(["--list-passes"])
     assert code == 0
-    for name in ("dcmlir-annotate-ranges", "dcmlir-list-workloads", "dcmlir-microkernel-tile"):
+    for name in (
+        "dcmlir-annotate-ranges",
+        "dcmlir-emit-dispatch",
+        "dcmlir-list-workloads",
+        "dcmlir-microkernel-tile",
+    ):
         assert f"  {name}: " in out
     assert "range=<string>" in out
     assert "sizes=<list of int>" in out
@@ -67,7 +72,10 @@ def test_unknown_pass_lists_the_available_ones(write_mlir) -> None:
     assert err.startswith(
         "dcmlir-opt: error: unknown pass or bad pipeline element 'dcmlir-tile-everything'"
     )
-    assert "dcmlir-annotate-ranges, dcmlir-list-workloads, dcmlir-microkernel-tile" in err
+    assert (
+        "dcmlir-annotate-ranges, dcmlir-emit-dispatch, dcmlir-list-workloads, "
+        "dcmlir-microkernel-tile" in err
+    )
     assert len(err.strip().splitlines()) == 1
 
 

@@ -1,0 +1,121 @@
+// RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json}' | FileCheck %s
+// RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json}' --verify-diagnostics
+// RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch' 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.other.plan.json}' 2>&1 | FileCheck %s --check-prefix=OTHER
+// RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.td.plan.json}' 2>&1 | FileCheck %s --check-prefix=TD
+
+// The plans in Inputs/ are written by tests/test_plan_dispatch.py with the
+// Plan API (workload keys taken from this file); see docs/plan.md.
+
+// NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
+// MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
+// OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
+// TD: emit_dispatch.mlir:[[# @LINE + 56]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+
+// The configs of the dense plan's two tuned kernels (kernel 0 is IREE's default).
+// CHECK-DAG: #[[SKINNY:.*]] = #iree_cpu.lowering_config<distribution = [8, 128, 0], vector_common_parallel = [1, 16, 0], vector_reduction = [0, 0, 8]>
+// CHECK-DAG: #[[SQUARE:.*]] = #iree_cpu.lowering_config<distribution = [32, 32, 0], vector_common_parallel = [8, 16, 0], vector_reduction = [0, 0, 4]>
+// CHECK-DAG: #[[SKINNY_B:.*]] = #iree_cpu.lowering_config<distribution = [1, 8, 128, 0], vector_common_parallel = [1, 1, 16, 0], vector_reduction = [0, 0, 0, 8]>
+// CHECK-DAG: #[[SQUARE_B:.*]] = #iree_cpu.lowering_config<distribution = [1, 32, 32, 0], vector_common_parallel = [1, 8, 16, 0], vector_reduction = [0, 0, 0, 4]>
+// CHECK-DAG: #[[CI_SKINNY:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SKINNY]],
+// CHECK-DAG: #[[CI_SQUARE:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SQUARE]],
+// CHECK-DAG: #[[CI_SKINNY_B:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SKINNY_B]],
+// CHECK-DAG: #[[CI_SQUARE_B:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SQUARE_B]],
+
+// The DietCode dense layer, M in 1..16, 3 kernels: M <= 4 -> the skinny
+// kernel, 5..8 -> IREE's default, 9..16 -> the square one. Outside 1..16
+// (0 included) the op runs without a config (IREE's own lowering).
+// CHECK-LABEL: func.func @dense
+// CHECK-SAME: (%[[X:.*]]: tensor<?x768xf32>, %[[W:.*]]: tensor<768x768xf32>) -> tensor<?x768xf32>
+// CHECK: %[[INIT:.*]] = linalg.fill
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[M:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x768xf32>
+// CHECK: %[[C1:.*]] = arith.constant 1 : index
+// CHECK: %[[LOW:.*]] = arith.cmpi ult, %[[M]], %[[C1]] : index
+// CHECK: %[[C16:.*]] = arith.constant 16 : index
+// CHECK: %[[HIGH:.*]] = arith.cmpi ugt, %[[M]], %[[C16]] : index
+// CHECK: %[[OUT:.*]] = arith.ori %[[LOW]], %[[HIGH]] : i1
+// CHECK: %[[R:.*]] = scf.if %[[OUT]] -> (tensor<?x768xf32>) {
+// CHECK-NEXT: %[[FB:.*]] = linalg.matmul {dcmlir.kernel = "fallback"} ins(%[[X]], %[[W]] : tensor<?x768xf32>, tensor<768x768xf32>) outs(%[[INIT]] : tensor<?x768xf32>) -> tensor<?x768xf32>
+// CHECK-NEXT: scf.yield %[[FB]] : tensor<?x768xf32>
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[C8:.*]] = arith.constant 8 : index
+// CHECK-NEXT: %[[LE8:.*]] = arith.cmpi ule, %[[M]], %[[C8]] : index
+// CHECK-NEXT: %[[R8:.*]] = scf.if %[[LE8]] -> (tensor<?x768xf32>) {
+// CHECK-NEXT: %[[C4:.*]] = arith.constant 4 : index
+// CHECK-NEXT: %[[LE4:.*]] = arith.cmpi ule, %[[M]], %[[C4]] : index
+// CHECK-NEXT: %[[R4:.*]] = scf.if %[[LE4]] -> (tensor<?x768xf32>) {
+// CHECK-NEXT: %[[K1:.*]] = linalg.matmul {compilation_info = #[[CI_SKINNY]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
+// CHECK-NEXT: scf.yield %[[K1]] : tensor<?x768xf32>
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[K0:.*]] = linalg.matmul {dcmlir.kernel = "default"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
+// CHECK-NEXT: scf.yield %[[K0]] : tensor<?x768xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.yield %[[R4]] : tensor<?x768xf32>
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[K2:.*]] = linalg.matmul {compilation_info = #[[CI_SQUARE]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
+// CHECK-NEXT: scf.yield %[[K2]] : tensor<?x768xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.yield %[[R8]] : tensor<?x768xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[R]] : tensor<?x768xf32>
+func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  return %r : tensor<?x768xf32>
+}
+
+// Attention scores, two dynamic dims: M (d1, read from %q dim 1) and N (d2,
+// read from %k dim 2), both in 1..16. M <= 4 -> skinny; else N <= 8 ->
+// default, N > 8 -> square. Both dims are range-checked first.
+// CHECK-LABEL: func.func @scores
+// CHECK-SAME: (%[[Q:.*]]: tensor<12x?x64xf32>, %[[K:.*]]: tensor<12x64x?xf32>, %[[I:.*]]: tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+// CHECK: %[[P1:.*]] = arith.constant 1 : index
+// CHECK: %[[SM:.*]] = tensor.dim %[[Q]], %[[P1]] : tensor<12x?x64xf32>
+// CHECK: %[[P2:.*]] = arith.constant 2 : index
+// CHECK: %[[SN:.*]] = tensor.dim %[[K]], %[[P2]] : tensor<12x64x?xf32>
+// CHECK: arith.cmpi ult, %[[SM]], %{{.*}} : index
+// CHECK: arith.cmpi ugt, %[[SM]], %{{.*}} : index
+// CHECK: arith.cmpi ult, %[[SN]], %{{.*}} : index
+// CHECK: arith.cmpi ugt, %[[SN]], %{{.*}} : index
+// CHECK: arith.ori
+// CHECK: arith.ori
+// CHECK: %[[OUT2:.*]] = arith.ori
+// CHECK: %[[R2:.*]] = scf.if %[[OUT2]] -> (tensor<12x?x?xf32>) {
+// CHECK-NEXT: linalg.batch_matmul {dcmlir.kernel = "fallback"} ins(%[[Q]], %[[K]] : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%[[I]] : tensor<12x?x?xf32>)
+// CHECK: } else {
+// CHECK-NEXT: %[[C4B:.*]] = arith.constant 4 : index
+// CHECK-NEXT: arith.cmpi ule, %[[SM]], %[[C4B]] : index
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: linalg.batch_matmul {compilation_info = #[[CI_SKINNY_B]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"}
+// CHECK: } else {
+// CHECK: %[[C8B:.*]] = arith.constant 8 : index
+// CHECK-NEXT: arith.cmpi ule, %[[SN]], %[[C8B]] : index
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: linalg.batch_matmul {dcmlir.kernel = "default"}
+// CHECK: } else {
+// CHECK-NEXT: linalg.batch_matmul {compilation_info = #[[CI_SQUARE_B]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"}
+// CHECK: return %[[R2]] : tensor<12x?x?xf32>
+func.func @scores(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>, %init: tensor<12x?x?xf32>) -> tensor<12x?x?xf32> {
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d1=1:16, d2=1:16}}
+  %r = linalg.batch_matmul ins(%q, %k : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%init : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
+  return %r : tensor<12x?x?xf32>
+}
+
+// A workload the plan does not cover (another N) is left as it was.
+// CHECK-LABEL: func.func @untouched
+// CHECK-NOT: scf.if
+// CHECK-NOT: tensor.dim
+// CHECK: %[[U:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<?x768xf32>, tensor<768x3072xf32>) outs(%arg2 : tensor<?x3072xf32>) -> tensor<?x3072xf32>
+// CHECK-NEXT: return %[[U]] : tensor<?x3072xf32>
+func.func @untouched(%x: tensor<?x768xf32>, %w: tensor<768x3072xf32>, %init: tensor<?x3072xf32>) -> tensor<?x3072xf32> {
+  // expected-remark @below {{left untouched: workload}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x3072xf32>) outs(%init : tensor<?x3072xf32>) -> tensor<?x3072xf32>
+  return %r : tensor<?x3072xf32>
+}

@@ -1,0 +1,231 @@
+"""``dcmlir-emit-dispatch``: replace each planned dynamic op by its tuned kernels' dispatcher.
+
+Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
+(DESIGN.md section 1, item 5): the dynamic loop extents are read with
+``tensor.dim``; a shape outside the tuned range runs the op as it was, for
+IREE's default lowering (which also handles 0 and anything above the range);
+inside it, the plan's decision tree picks a clone of the op carrying one
+kernel's ``compilation_info``. IREE compiles one executable per distinct
+config and a host-side branch cascade (DESIGN.md section 3), so the dispatch
+itself costs nothing measurable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dcmlir.decision_tree import Leaf, Node
+from dcmlir.mlir import arith, ir, scf, tensor
+from dcmlir.pass_base import ModulePass, PassContext, option
+from dcmlir.plan import Plan, PlanError, WorkloadPlan
+from dcmlir.workload import NotAWorkload, Workload, workloads
+
+KERNEL_ATTR = "dcmlir.kernel"
+"""Set on every op the pass emits (the kernel's candidate key, or ``fallback``), so that
+running the pass again leaves its own output alone."""
+
+FALLBACK = "fallback"
+COMPILATION_INFO = "compilation_info"
+
+
+@dataclass(frozen=True)
+class EmitDispatchPass(ModulePass):
+    name = "dcmlir-emit-dispatch"
+    summary = "replace each planned dynamic op by an scf.if cascade over its tuned kernels"
+
+    plan: str = option("", "plan file (JSON, docs/plan.md) written by the tuner; required")
+
+    def __post_init__(self) -> None:
+        if not self.plan:
+            raise ValueError("option 'plan' is required: plan=FILE, a plan JSON the tuner wrote")
+
+    def apply(self, ctx: PassContext, module: ir.Operation) -> None:
+        try:
+            plan = Plan.load(self.plan)
+        except PlanError as err:
+            raise ctx.fail(module, str(err)) from None
+        emit_dispatch(ctx, module, plan, origin=self.plan)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One op to dispatch, with everything checked before the IR is touched."""
+
+    op: ir.Operation
+    workload: Workload
+    plan: WorkloadPlan
+    infos: dict[int, ir.Attribute | None]  # kernel index -> compilation_info (None: default)
+
+
+def emit_dispatch(
+    ctx: PassContext, module: ir.Operation, plan: Plan, origin: str = "<plan>"
+) -> int:
+    """Rewrite every op of ``module`` that ``plan`` covers; returns how many were rewritten.
+
+    All checks (keys, routes, attributes) run before the first rewrite, so a
+    failing plan leaves the module as it was.
+    """
+    targets: list[_Target] = []
+    remarks: list[tuple[ir.Operation, str]] = []  # in IR order, emitted once all checks pass
+    module_keys: dict[str, str] = {}
+    matched: set[str] = set()
+    with module.context:
+        for op, found in list(workloads(module, ctx.diagnostics.source_name)):
+            if isinstance(found, NotAWorkload):
+                remarks.append((op, f"left untouched: {found}"))
+                continue
+            module_keys.setdefault(found.key, found.kind)
+            if KERNEL_ATTR in op.attributes:  # emitted by an earlier run of this pass
+                matched.add(found.key)
+                continue
+            planned = plan.for_workload(found.key)
+            if planned is None:
+                remarks.append(
+                    (op, f"left untouched: workload {found.key} ({found.kind}) is not in the plan")
+                )
+                continue
+            matched.add(found.key)
+            targets.append(_Target(op, found, planned, _kernel_infos(ctx, op, found, planned)))
+            remarks.append(
+                (
+                    op,
+                    f"dispatch: {len(planned.tree.kernels())} kernels, "
+                    f"tree depth {planned.tree.depth}, range {planned.describe_range()}",
+                )
+            )
+        _check_all_matched(ctx, module, plan, origin, matched, module_keys)
+        for op, message in remarks:
+            ctx.remark(op, message)
+        for target in targets:
+            _rewrite(target)
+    return len(targets)
+
+
+def _kernel_infos(
+    ctx: PassContext, op: ir.Operation, workload: Workload, planned: WorkloadPlan
+) -> dict[int, ir.Attribute | None]:
+    """The parsed ``compilation_info`` of every kernel a leaf runs; errors name the kernel."""
+    dynamic = [d.index for d in workload.dynamic_dims]
+    loops = [d.loop for d in planned.dims]
+    if dynamic != loops:
+        raise ctx.fail(
+            op,
+            f"plan for workload {workload.key} dispatches on loops {_loops(loops)}, "
+            f"the op's dynamic loops are {_loops(dynamic)}",
+        )
+    infos: dict[int, ir.Attribute | None] = {}
+    for index in planned.tree.kernels():
+        kernel = planned.kernels[index]
+        if kernel.route != "config":
+            raise ctx.fail(
+                op,
+                f"plan for workload {workload.key}: kernel {index} ({kernel.candidate_key}) "
+                f"uses route '{kernel.route}'; {EmitDispatchPass.name} emits only 'config' "
+                "kernels (compilation_info)",
+            )
+        text = kernel.candidate.compilation_info(workload)
+        if text is None:
+            infos[index] = None
+            continue
+        try:
+            infos[index] = ir.Attribute.parse(text)
+        except ir.MLIRError as err:
+            raise ctx.fail(
+                op,
+                f"kernel {index} ({kernel.candidate_key}): compilation_info does not parse: {err}",
+            ) from None
+    return infos
+
+
+def _loops(loops: Sequence[int]) -> str:
+    return ", ".join(f"d{loop}" for loop in loops) or "none"
+
+
+def _check_all_matched(
+    ctx: PassContext,
+    module: ir.Operation,
+    plan: Plan,
+    origin: str,
+    matched: set[str],
+    module_keys: dict[str, str],
+) -> None:
+    """A planned workload with no op is a plan for another module: say which and what is here."""
+    missing = [w for w in plan.workloads if w.key not in matched]
+    if not missing:
+        return
+    wanted = ", ".join(f"{w.key} ({w.kind})" for w in missing)
+    here = ", ".join(f"{key} ({kind})" for key, kind in module_keys.items()) or "none"
+    raise ctx.fail(
+        module,
+        f"plan {origin} (for '{plan.source}') has workloads that match no op in this module: "
+        f"{wanted}; the module's workloads: {here}",
+    )
+
+
+# --- the cascade -----------------------------------------------------------------------------
+
+
+def _rewrite(target: _Target) -> None:
+    """Build the cascade in front of the op, route its uses to the cascade, erase it."""
+    op = target.op
+    result_types = [result.type for result in op.results]
+    with ir.InsertionPoint(op), op.location:
+        dims = {
+            dim.index: tensor.DimOp(op.operands[dim.source.operand], _index(dim.source.dim)).result
+            for dim in target.workload.dynamic_dims
+        }
+        outside = _outside_range(target.plan, dims)
+        cascade = scf.IfOp(outside, result_types, has_else=True)
+        with ir.InsertionPoint(cascade.then_block):
+            scf.YieldOp(_clone(op, FALLBACK, None).results)
+        with ir.InsertionPoint(cascade.else_block):
+            scf.YieldOp(_emit_node(target, target.plan.tree.root, dims, result_types))
+    for old, new in zip(op.results, cascade.results, strict=True):
+        old.replace_all_uses_with(new)
+    op.erase()
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def _outside_range(plan: WorkloadPlan, dims: dict[int, ir.Value]) -> ir.Value:
+    """``d < lo || d > hi`` over every dynamic loop (no ``d < 0`` test: unsigned)."""
+    checks = []
+    for dim in plan.dims:
+        lo, hi = dim.range
+        if lo > 0:
+            checks.append(arith.CmpIOp(arith.CmpIPredicate.ult, dims[dim.loop], _index(lo)).result)
+        checks.append(arith.CmpIOp(arith.CmpIPredicate.ugt, dims[dim.loop], _index(hi)).result)
+    outside = checks[0]
+    for check in checks[1:]:
+        outside = arith.OrIOp(outside, check).result
+    return outside
+
+
+def _emit_node(
+    target: _Target, node: Node, dims: dict[int, ir.Value], result_types: list[ir.Type]
+) -> list[ir.Value]:
+    """The values one subtree yields, built at the current insertion point."""
+    if isinstance(node, Leaf):
+        kernel = target.plan.kernels[node.kernel]
+        return list(_clone(target.op, kernel.candidate_key, target.infos[node.kernel]).results)
+    below = arith.CmpIOp(arith.CmpIPredicate.ule, dims[node.loop], _index(node.threshold))
+    branch = scf.IfOp(below.result, result_types, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp(_emit_node(target, node.left, dims, result_types))
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp(_emit_node(target, node.right, dims, result_types))
+    return list(branch.results)
+
+
+def _clone(op: ir.Operation, kernel: str, info: ir.Attribute | None) -> ir.Operation:
+    """The op with operands unchanged (same block nesting), its config replaced by ``info``."""
+    clone = op.clone()
+    if COMPILATION_INFO in clone.attributes:
+        del clone.attributes[COMPILATION_INFO]
+    if info is not None:
+        clone.attributes[COMPILATION_INFO] = info
+    clone.attributes[KERNEL_ATTR] = ir.StringAttr.get(kernel)
+    return clone
