@@ -16,6 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import IO, NoReturn
 
 import numpy as np
@@ -38,6 +39,7 @@ from dcmlir.mlir import ir, parse_module
 from dcmlir.pass_base import PassContext, PassFailure
 from dcmlir.passes.annotate_ranges import AnnotateRangesPass
 from dcmlir.passes.list_workloads import build_report
+from dcmlir.plan import WorkloadPlan
 from dcmlir.workload import (
     Workload,
     parse_range,
@@ -183,51 +185,86 @@ def _us(seconds: float) -> str:
     return "failed" if not math.isfinite(seconds) else f"{seconds * 1e6:.1f}"
 
 
-def format_demo_table(results: dict[int, Comparison], iree: str, peer: str) -> list[str]:
-    header = ("T (rows)", "IREE default (us)", "numpy 1-thread (us)", "IREE/numpy", "max rel err")
+def format_demo_table(results: dict[int, Comparison], plan: WorkloadPlan) -> list[str]:
+    """T | IREE default | dcmlir | speedup | numpy | kernel, then the geomean speedup."""
+    header = ("T", "IREE default (us)", "dcmlir (us)", "speedup", "numpy (us)", "dcmlir kernel")
     rows = [header]
+    speedups = []
     for shape, comparison in results.items():
-        ratio = comparison.ratio(iree, peer)
-        errors = [t.max_error for t in comparison.timings if t.max_error is not None]
+        ratio = comparison.ratio("IREE default", "dcmlir")
+        if math.isfinite(ratio) and ratio > 0:
+            speedups.append(ratio)
+        chosen = plan.select({plan.dims[0].loop: shape})
         rows.append(
             (
                 str(shape),
-                _us(comparison[iree].median),
-                _us(comparison[peer].median),
-                f"{ratio:.2f}" if math.isfinite(ratio) else "-",
-                f"{max(errors):.1e}" if errors else "-",
+                _us(comparison["IREE default"].median),
+                _us(comparison["dcmlir"].median),
+                f"{ratio:.2f}x" if math.isfinite(ratio) else "-",
+                _us(comparison["numpy"].median),
+                chosen.candidate_key if chosen is not None else "IREE default (outside range)",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
-        " | ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
+        " | ".join(
+            cell.ljust(width) if index == len(header) - 1 else cell.rjust(width)
+            for index, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
         for row in rows
     ]
     lines.insert(1, "-+-".join("-" * width for width in widths))
+    if speedups:
+        geomean = math.exp(sum(math.log(r) for r in speedups) / len(speedups))
+        lines.append(f"geomean speedup of dcmlir over IREE default: {geomean:.2f}x")
     return lines
 
 
 def cmd_demo(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Tune the shipped dense layer, compile the dispatch, time it against IREE's default."""
+    from dcmlir.tuner import TuneError, compile, tune
+
     shapes = parse_shapes(args.shapes)
     if args.min_time <= 0:
         raise CliError("--min-time must be a positive number of seconds")
-    if args.rounds < 1:
-        raise CliError("--rounds must be at least 1")
-    settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time)
-    example = example_path(DEMO_EXAMPLE)
-    text = example.read_text(encoding="utf-8")
-    listing = list_workloads(text, DEMO_EXAMPLE, DEMO_RANGE, err)
-
+    if args.rounds < 1 or args.budget < 1:
+        raise CliError("--rounds and --budget must be at least 1")
+    workdir = Path(args.workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"--workdir: cannot create '{workdir}': {error.strerror}") from None
+    example = str(example_path(DEMO_EXAMPLE))
+    text = Path(example).read_text(encoding="utf-8")
     print(f"dcmlir demo: BERT-base dense layer {DEMO_EXAMPLE} (@{DEMO_FUNCTION}), f32", file=out)
-    for line in listing.lines:
-        print(f"  workload: {line}", file=out)
-
-    print(f"{PROG}: compiling {DEMO_EXAMPLE} with IREE's default llvm-cpu lowering...", file=err)
-    built = build(text, "llvm-cpu", source_name=DEMO_EXAMPLE)
-    how = "from the build cache" if built.cached else f"in {built.seconds:.1f} s"
-    print(f"{PROG}: compiled {how}", file=err)
-    function = load_function(built.vmfb, DEMO_FUNCTION, args.device)
-    variants = [IreeVariant("IREE default", function), PythonVariant("numpy", np.matmul)]
+    print(
+        f"{PROG}: tuning T in {DEMO_RANGE} (budget {args.budget}; records, plan and "
+        f"module in {workdir}/, a second run resumes)",
+        file=err,
+    )
+    try:
+        report = tune(
+            example,
+            dims=[DEMO_RANGE],
+            budget=args.budget,
+            db=workdir / "records.jsonl",
+            output=workdir / "plan.json",
+            device=args.device,
+            stream=err,
+        )
+        compiled = compile(example, plan=workdir / "plan.json", output=workdir / "dense.vmfb")
+    except TuneError as error:
+        raise CliError(str(error)) from None
+    for line in report.lines():
+        print(f"  {line}", file=out)
+    default = build(text, "llvm-cpu", source_name=DEMO_EXAMPLE)
+    plan = report.workloads[0].plan
+    variants = [
+        IreeVariant("IREE default", load_function(default.vmfb, DEMO_FUNCTION, args.device)),
+        IreeVariant("dcmlir", load_function(compiled.vmfb, DEMO_FUNCTION, args.device)),
+        PythonVariant("numpy", np.matmul),
+    ]
+    settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time)
 
     def progress(shape: int) -> None:
         print(f"{PROG}: measuring T={shape}", file=err)
@@ -241,26 +278,16 @@ def cmd_demo(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             reference=_dense_reference,
             progress=progress,
         )
-
     threads = "1 thread" if args.device == "local-sync" else "IREE's task pool"
     print(
-        f"x[T,{DEMO_HIDDEN}] @ w[{DEMO_HIDDEN},{DEMO_HIDDEN}] on {args.device} ({threads}); "
+        f"\nx[T,{DEMO_HIDDEN}] @ w[{DEMO_HIDDEN},{DEMO_HIDDEN}] on {args.device} ({threads}); "
         f"medians of {settings.rounds} interleaved rounds, each sample >= {settings.min_time:g} s "
-        f"over {settings.input_sets} random input sets",
-        file=out,
-    )
-    print(
-        "IREE/numpy: median of per-round time ratios (>1: IREE slower). Outputs checked "
-        f"against a float64 reference (rel err <= {settings.rtol:g}).",
-        file=out,
-    )
-    print(
-        "No tuned column yet: the tuned kernels arrive with the tuner (`dcmlir tune`, a later "
-        "issue); this table is IREE's default lowering against numpy.",
+        f"over {settings.input_sets} random input sets; every output checked against numpy "
+        f"(rel err <= {settings.rtol:g}). speedup: IREE default time / dcmlir time, per round.",
         file=out,
     )
     print(file=out)
-    for line in format_demo_table(results, "IREE default", "numpy"):
+    for line in format_demo_table(results, plan):
         print(line, file=out)
     failures = [
         f"T={shape}: {timing.name}: {timing.error.splitlines()[0]}"
@@ -330,16 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="compile the BERT dense example with IREE, check it and time it against numpy",
-        description="Compile the shipped BERT-base dense layer (T x 768 @ 768 x 768, T dynamic "
-        "in 1..128) with IREE's default llvm-cpu lowering, verify it against numpy and time both "
-        "side by side at each T.",
+        help="tune and compile the BERT dense example, time it against IREE's default",
+        description="Tune the shipped BERT-base dense layer (T x 768 @ 768 x 768, T dynamic in "
+        "1..128), compile its dispatch, and time it against IREE's default lowering and numpy "
+        "side by side at each T, every output checked.",
     )
     demo.add_argument(
         "--shapes",
-        default="1,7,32,128",
+        default="1,2,4,8,9,16,17,32,48,64,100,128",
         metavar="T,T,...",
         help="values of T (default: %(default)s)",
+    )
+    demo.add_argument("--budget", type=int, default=240, help="tuning measurements")
+    demo.add_argument(
+        "--workdir", default="dcmlir-demo", help="records, plan and module (default: %(default)s)"
     )
     demo.add_argument(
         "--device",
@@ -350,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--min-time",
         type=float,
-        default=0.1,
+        default=0.05,
         metavar="S",
         help="seconds per timing sample (default: %(default)s)",
     )
@@ -362,9 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=cmd_demo)
 
-    from dcmlir.tools import cmd_measure
+    from dcmlir.tools import cmd_measure, cmd_tune
 
     cmd_measure.add_parser(commands)
+    cmd_tune.add_parsers(commands)
 
     cache = commands.add_parser(
         "cache",

@@ -1,0 +1,128 @@
+"""``dcmlir tune`` and ``dcmlir compile``: thin command-line layers over :mod:`dcmlir.tuner`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import IO
+
+from dcmlir.database import DatabaseError
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    tune = commands.add_parser(
+        "tune",
+        help="tune every dynamic workload of a module and write a plan",
+        description="Find the module's dynamic-shape contractions (identical ops tuned once), "
+        "measure micro-kernels on their cherry-picked shapes, fit the cost model, select at most "
+        "--max-kernels kernels per workload by set cover, verify by measurement until the budget "
+        "is spent, and write the plan (kernels + decision tree). Resumes from the records file.",
+    )
+    tune.add_argument("input", metavar="INPUT.mlir")
+    tune.add_argument("--target", default="llvm-cpu", choices=("llvm-cpu", "cuda"))
+    tune.add_argument("--arch", default=None, help="CUDA arch (sm_80, sm_90)")
+    tune.add_argument(
+        "--dims",
+        action="append",
+        default=[],
+        metavar="LO:HI | ARG.DIM=LO:HI",
+        help="range of every dynamic dim (LO:HI) or of one argument dim (arg0.0=1:128); "
+        "repeatable; ranges in the IR (util.assume.int) count too",
+    )
+    tune.add_argument("--budget", type=int, default=400, help="timed (candidate, shape) pairs")
+    tune.add_argument("--max-kernels", type=int, default=8)
+    tune.add_argument("--max-depth", type=int, default=None, help="cap the decision tree depth")
+    tune.add_argument("--db", default="records.jsonl", metavar="records.jsonl")
+    tune.add_argument("-o", "--output", default="plan.json", metavar="plan.json")
+    tune.add_argument("--route", default="config", choices=("config", "td"))
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    tune.add_argument("--min-time", type=float, default=0.03, metavar="S")
+    tune.add_argument("--rounds", type=int, default=3)
+    tune.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    tune.set_defaults(run=run_tune)
+
+    compile_ = commands.add_parser(
+        "compile",
+        help="emit a plan's dispatch into a module and compile it with IREE",
+        description="Replace each planned op by an scf.if cascade over its tuned kernels "
+        "(IREE's default outside the tuned range) and compile the module for the plan's target. "
+        "Function names and signatures are unchanged: a drop-in for IREE's own compilation.",
+    )
+    compile_.add_argument("input", metavar="INPUT.mlir")
+    compile_.add_argument("--plan", required=True, metavar="plan.json")
+    compile_.add_argument("--target", default=None, choices=("llvm-cpu", "cuda"))
+    compile_.add_argument("-o", "--output", required=True, metavar="out.vmfb")
+    compile_.add_argument("--emit-mlir", default=None, metavar="out.mlir")
+    compile_.set_defaults(run=run_compile)
+
+
+def _checked(args: argparse.Namespace) -> None:
+    from dcmlir.tools.cli import CliError
+
+    if args.budget < 1 or args.max_kernels < 1:
+        raise CliError("--budget and --max-kernels must be >= 1")
+    if args.max_depth is not None and args.max_depth < 1:
+        raise CliError("--max-depth must be >= 1")
+    if args.min_time <= 0 or args.rounds < 1 or args.timeout <= 0:
+        raise CliError("--min-time and --timeout must be > 0 and --rounds >= 1")
+    if args.target != "cuda" and args.arch is not None:
+        raise CliError("--arch applies to --target cuda only")
+
+
+def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.tools.cli import CliError
+    from dcmlir.tuner import TuneError, tune
+
+    _checked(args)
+    try:
+        report = tune(
+            args.input,
+            dims=args.dims,
+            target=args.target,
+            arch=args.arch,
+            budget=args.budget,
+            max_kernels=args.max_kernels,
+            db=args.db,
+            output=args.output,
+            route=args.route,
+            seed=args.seed,
+            max_depth=args.max_depth,
+            device=args.device,
+            min_time=args.min_time,
+            rounds=args.rounds,
+            timeout=args.timeout,
+            stream=err,
+        )
+    except (TuneError, DatabaseError) as error:
+        raise CliError(str(error)) from None
+    for line in report.lines():
+        print(line, file=out)
+    for line in report.skipped:
+        print(f"left to IREE: {line}", file=err)
+    print(f"plan written to {args.output} ({report.seconds:.0f} s)", file=out)
+    return 0
+
+
+def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.tools.cli import CliError
+    from dcmlir.tuner import TuneError, compile
+
+    try:
+        result = compile(
+            args.input,
+            plan=args.plan,
+            target=args.target,
+            output=args.output,
+            emit_mlir=args.emit_mlir,
+            stream=err,
+        )
+    except TuneError as error:
+        raise CliError(str(error)) from None
+    size = Path(args.output).stat().st_size
+    print(
+        f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"
+        + (f"; MLIR in {args.emit_mlir}" if args.emit_mlir else ""),
+        file=out,
+    )
+    return 0
