@@ -155,6 +155,11 @@ class BuildCache:
         except OSError as err:
             log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
 
+    def remove(self, key: str) -> None:
+        """Forget one build (e.g. one that compiled but was not built as asked)."""
+        for suffix in (".vmfb", ".log"):
+            (self.builds_dir / f"{key}{suffix}").unlink(missing_ok=True)
+
     def entries(self) -> list[Path]:
         if not self.builds_dir.is_dir():
             return []
@@ -224,11 +229,14 @@ def build(
     use_cache: bool = True,
     source_name: str = "<input>",
     timeout: float | None = None,
+    uncached_flags: Sequence[str] = (),
 ) -> Build:
     """Compile ``mlir_text`` for ``target``; a cached result when the key matches.
 
     Raises :class:`BuildError` with IREE's diagnostics (locations name
     ``source_name``) when ``iree-compile`` fails or runs past ``timeout`` seconds.
+    ``uncached_flags`` reach iree-compile but not the cache key: where to dump
+    intermediates, which does not change the compiled bytes.
     """
     flags = (*flags_of(target), *extra_flags)
     key = cache_key(mlir_text, flags)
@@ -240,7 +248,7 @@ def build(
             return Build(found[0], key, cached=True, seconds=0.0, log=found[1])
     start = time.perf_counter()
     try:
-        result = run_compile(mlir_text, flags, timeout)
+        result = run_compile(mlir_text, (*flags, *uncached_flags), timeout)
     except subprocess.TimeoutExpired:
         raise BuildError(f"iree-compile ran past the {timeout:g} s time limit") from None
     seconds = time.perf_counter() - start

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dcmlir.build import BuildError, HasCompileFlags, build
+from dcmlir.build import Build, BuildError, HasCompileFlags, build, default_cache
 from dcmlir.kernel import KernelVariant, kernel_module_text
 from dcmlir.workload import Workload
 
@@ -31,10 +31,15 @@ class Candidate(Protocol):
 
 @dataclass(frozen=True)
 class BuildRequest:
-    """Everything route-specific about compiling one chunk of variants."""
+    """Everything route-specific about compiling one chunk of variants.
+
+    ``flags`` are part of the build's cache key; ``uncached_flags`` (dump
+    directories) are not.
+    """
 
     flags: tuple[str, ...] = ()
     module_attributes: str = ""
+    uncached_flags: tuple[str, ...] = ()
 
 
 class Route(Protocol):
@@ -56,9 +61,13 @@ class Route(Protocol):
         ...
 
     def verify(
-        self, log: str, chunk: Sequence[tuple[str, Candidate]], workdir: Path
+        self, build: Build, chunk: Sequence[tuple[str, Candidate]], workdir: Path
     ) -> dict[str, str]:
-        """Variants (by function name) not really built as asked, with the reason."""
+        """Variants (by function name) not really built as asked, with the reason.
+
+        A build with any problem is removed from the cache, so the cache only
+        ever holds builds that passed (and a cache hit needs no check).
+        """
         ...
 
 
@@ -156,8 +165,11 @@ class Builder:
     def _compile(
         self, workload: Workload, chunk: Sequence[tuple[str, Candidate]]
     ) -> list[BuiltVariant]:
-        variants = [self.route.variant(workload, candidate, name) for name, candidate in chunk]
-        request = self.route.request(workload, chunk, self.workdir)
+        try:
+            variants = [self.route.variant(workload, candidate, name) for name, candidate in chunk]
+            request = self.route.request(workload, chunk, self.workdir)
+        except ValueError as err:  # a candidate this route cannot express: a failed build
+            raise BuildError(f"{self.route.name} route: {err}") from None
         attributes = ", ".join(a for a in (self.module_attributes, request.module_attributes) if a)
         try:
             text = kernel_module_text(workload, variants, attributes)
@@ -170,9 +182,12 @@ class Builder:
             request.flags,
             source_name=f"{workload.key}.mlir",
             timeout=self.timeout,
+            uncached_flags=request.uncached_flags,
         )
         elapsed = time.perf_counter() - start
-        problems = self.route.verify(result.log, chunk, self.workdir)
+        problems = {} if result.cached else self.route.verify(result, chunk, self.workdir)
+        if problems:
+            default_cache().remove(result.key)
         path = self.workdir / f"{result.key}.vmfb"
         path.write_bytes(result.vmfb)
         self.stats.compiles += 0 if result.cached else 1

@@ -202,3 +202,29 @@ def test_spread_selection_keeps_default_first() -> None:
     assert isinstance(picked[0], DefaultCandidate) and len(picked) == 5
     assert len({c.key() for c in picked}) == 5
     assert all(isinstance(c, CpuCandidate) for c in picked[1:])
+
+
+def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) -> None:
+    from dcmlir.routes import TransformLibraryRoute
+
+    workload = workload_of(DENSE)
+    db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
+    with Measurer(
+        workload,
+        CpuTarget(),
+        db,
+        route=TransformLibraryRoute(),
+        runner_settings=FAST,
+        stream=io.StringIO(),
+    ) as measurer:
+        report = measurer.measure(PICKED, [(5,)])
+    for candidate in PICKED:
+        record = report.records[(candidate.key(), (5,))]
+        assert record.ok and record.route == "td", record.error
+        assert record.extra["max_error"] < 1e-4
+    # the guard's verdicts are cached with the build: a second builder compiles nothing
+    from dcmlir.builder import Builder
+
+    with Builder(CpuTarget(), TransformLibraryRoute()) as again:
+        built = again.build(workload, PICKED)
+    assert again.stats.compiles == 0 and all(b.ok and b.cached for b in built)
