@@ -155,6 +155,16 @@ def markdown(
                 else 0.0
             )
             lines.append(f"| `{route}` | {gm:.2f}x |")
+        best_route = max(
+            results,
+            key=lambda r: sum(math.log(row["speedup"]) for row in results[r]["rows"]),  # type: ignore[index]
+        )
+        lines += [
+            "",
+            f"The faster route, `{best_route}`, is the default of `dcmlir measure`, `dcmlir tune`"
+            " and the builder; `--route` selects the other. Each route's ratios were measured"
+            " side by side with IREE's default in one process; the two routes in separate runs.",
+        ]
         lines.append("")
     return "\n".join(lines)
 
