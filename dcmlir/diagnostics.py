@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from dcmlir.mlir import SourceLoc, ir, source_loc
+from dcmlir.mlir import SourceLoc, ir, parse_module, source_loc
 
 SEVERITIES = ("error", "warning", "remark", "note")
 
@@ -90,6 +90,19 @@ class DiagnosticEngine:
         for diag in found:
             if diag not in self.diagnostics:
                 self.diagnostics.append(diag)
+
+    def first_error(self) -> str:
+        """The first error, formatted, for one-line reports (``file:line:col: error: ...``)."""
+        errors = [d.format() for d in self.diagnostics if d.severity == "error"]
+        return errors[0] if errors else f"{self.source_name}: error: unknown error"
+
+    def parse(self, text: str) -> ir.Module | None:
+        """Parse ``text`` in the current context; on failure record why and return None."""
+        try:
+            return parse_module(text)
+        except ir.MLIRError as error:
+            self.add_mlir_error(error)
+            return None
 
     @contextmanager
     def capture(self, context: ir.Context) -> Iterator[DiagnosticEngine]:

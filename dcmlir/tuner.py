@@ -24,7 +24,7 @@ from dcmlir.diagnostics import DiagnosticEngine
 from dcmlir.inputs import read_source
 from dcmlir.measure import MeasureSettings
 from dcmlir.measurer import Measurer
-from dcmlir.mlir import ir, parse_module
+from dcmlir.mlir import ir
 from dcmlir.pass_base import PassContext, PassFailure
 from dcmlir.plan import Plan, WorkloadPlan
 from dcmlir.routes import route_named
@@ -110,15 +110,13 @@ def load_workloads(
     found: dict[str, Workload] = {}
     skipped: list[str] = []
     with ir.Context() as context, engine.capture(context):
-        try:
-            module = parse_module(text)
-        except ir.MLIRError as err:
-            engine.add_mlir_error(err)
-            raise TuneError(_first_error(engine)) from None
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
         try:
             annotate.apply(PassContext(engine, stream), module.operation)
         except PassFailure:
-            raise TuneError(_first_error(engine)) from None
+            raise TuneError(engine.first_error()) from None
         for op, result in workloads(module.operation, source):
             if isinstance(result, Workload):
                 found.setdefault(result.key, result)
@@ -132,11 +130,6 @@ def load_workloads(
                 f"{workload.kind}; give --dims LO:HI (or ARG.DIM=LO:HI)"
             )
     return source, list(found.values()), skipped
-
-
-def _first_error(engine: DiagnosticEngine) -> str:
-    errors = [d.format() for d in engine.diagnostics if d.severity == "error"]
-    return errors[0] if errors else "unknown error"
 
 
 def tune(
@@ -267,16 +260,14 @@ def compile(
         raise TuneError(str(err)) from None
     engine = DiagnosticEngine(source)
     with ir.Context() as context, engine.capture(context):
-        try:
-            module = parse_module(text)
-        except ir.MLIRError as err:
-            engine.add_mlir_error(err)
-            raise TuneError(_first_error(engine)) from None
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
         ctx = PassContext(engine, stream)
         try:
             dispatched = emit_dispatch(ctx, module.operation, loaded, origin=str(plan))
         except PassFailure:
-            raise TuneError(_first_error(engine)) from None
+            raise TuneError(engine.first_error()) from None
         attributes = loaded.target.module_attributes()
         if attributes:
             for named in ir.DictAttr(ir.Attribute.parse(f"{{{attributes}}}")):

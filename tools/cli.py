@@ -35,7 +35,7 @@ from dcmlir.measure import (
     PythonVariant,
     measure_shapes,
 )
-from dcmlir.mlir import ir, parse_module
+from dcmlir.mlir import ir
 from dcmlir.pass_base import PassContext, PassFailure
 from dcmlir.passes.annotate_ranges import AnnotateRangesPass
 from dcmlir.passes.list_workloads import build_report
@@ -117,11 +117,7 @@ def list_workloads(text: str, source: str, dims: str | None, stderr: IO[str]) ->
     engine = DiagnosticEngine(source)
     listing = WorkloadListing(source)
     with ir.Context() as context, engine.capture(context):
-        try:
-            module = parse_module(text)
-        except ir.MLIRError as err:
-            engine.add_mlir_error(err)
-            module = None
+        module = engine.parse(text)
         if module is not None and dims is not None:
             fill_ranges(module.operation, dims, PassContext(engine, stderr))
         if module is not None and not engine.has_errors:

@@ -17,7 +17,7 @@ from dcmlir import __version__
 from dcmlir.diagnostics import DiagnosticEngine, verify_expectations
 from dcmlir.inputs import InputError, read_source
 from dcmlir.iree import compiler_version
-from dcmlir.mlir import ir, parse_module
+from dcmlir.mlir import ir
 from dcmlir.pass_base import PassContext
 from dcmlir.passes import get_all_passes
 from dcmlir.pipeline import PipelineElement, PipelineError, build_pass_manager, parse_pipeline
@@ -119,7 +119,7 @@ class DcmlirOptMain:
         engine = DiagnosticEngine(source_name)
         output: str | None = None
         with ir.Context() as context, engine.capture(context):
-            module = self.parse(text, engine)
+            module = engine.parse(text)  # the parser verifies too
             if module is not None and self.transform(module, pipeline, engine):
                 output = str(module)
         if verify:
@@ -130,13 +130,6 @@ class DcmlirOptMain:
         for diag in engine.diagnostics:
             print(diag.format(), file=self.stderr)
         return not engine.has_errors and output is not None, output
-
-    def parse(self, text: str, engine: DiagnosticEngine) -> ir.Module | None:
-        try:
-            return parse_module(text)  # the parser verifies too
-        except ir.MLIRError as err:
-            engine.add_mlir_error(err)
-            return None
 
     def transform(
         self, module: ir.Module, pipeline: list[PipelineElement], engine: DiagnosticEngine
