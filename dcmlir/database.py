@@ -206,23 +206,15 @@ class Record:
         """
         if not times:
             raise ValueError("a measurement needs at least one sample; record a failure instead")
-        return cls(
-            workload=_workload_key(workload),
-            target_key=_key_of(target, target_key, "target"),
-            candidate_key=_key_of(candidate, candidate_key, "candidate"),
-            route=route,
+        return cls._stamped(
+            (workload, target, candidate, route, target_key, candidate_key),
+            (extra, iree_version, timestamp),
             dims=dims,
             space=_space(workload, dims, space),
             times=tuple(times),
             median=statistics.median(times) if median is None else median,
             error=None,
             kind="measure",
-            iree_version=iree_version or current_iree_version(),
-            dcmlir_version=DCMLIR_VERSION,
-            timestamp=timestamp or _now(),
-            target=target,
-            candidate=candidate,
-            extra=extra or {},
         )
 
     @classmethod
@@ -247,23 +239,15 @@ class Record:
         if not error:
             raise ValueError("a failure record needs its error text")
         dims = dims or {}
-        return cls(
-            workload=_workload_key(workload),
-            target_key=_key_of(target, target_key, "target"),
-            candidate_key=_key_of(candidate, candidate_key, "candidate"),
-            route=route,
+        return cls._stamped(
+            (workload, target, candidate, route, target_key, candidate_key),
+            (extra, iree_version, timestamp),
             dims=dims,
             space=_space(workload, dims, space) if dims or space else (),
             times=(),
             median=math.inf,
             error=error,
             kind=kind,
-            iree_version=iree_version or current_iree_version(),
-            dcmlir_version=DCMLIR_VERSION,
-            timestamp=timestamp or _now(),
-            target=target,
-            candidate=candidate,
-            extra=extra or {},
         )
 
     @classmethod
@@ -281,23 +265,39 @@ class Record:
         timestamp: str | None = None,
     ) -> Record:
         """A successful build of a dynamic-shape variant (holds for every shape, no timing)."""
-        return cls(
-            workload=_workload_key(workload),
-            target_key=_key_of(target, target_key, "target"),
-            candidate_key=_key_of(candidate, candidate_key, "candidate"),
-            route=route,
+        return cls._stamped(
+            (workload, target, candidate, route, target_key, candidate_key),
+            (extra, iree_version, timestamp),
             dims={},
             space=(),
             times=(),
             median=math.inf,
             error=None,
             kind="build",
+        )
+
+    @classmethod
+    def _stamped(
+        cls,
+        what: tuple[Any, Any, Any, str, str | None, str | None],
+        stamp: tuple[Mapping[str, Any] | None, str | None, str | None],
+        **outcome: Any,
+    ) -> Record:
+        """The fields every factory fills alike: keys from the objects, versions, time."""
+        workload, target, candidate, route, target_key, candidate_key = what
+        extra, iree_version, timestamp = stamp
+        return cls(
+            workload=_workload_key(workload),
+            target_key=_key_of(target, target_key, "target"),
+            candidate_key=_key_of(candidate, candidate_key, "candidate"),
+            route=route,
             iree_version=iree_version or current_iree_version(),
             dcmlir_version=DCMLIR_VERSION,
             timestamp=timestamp or _now(),
             target=target,
             candidate=candidate,
             extra=extra or {},
+            **outcome,
         )
 
     # --- views -----------------------------------------------------------------------------
