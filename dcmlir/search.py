@@ -102,25 +102,27 @@ def shapes_in_range(workload: Workload, max_shapes: int, seed: int = 0) -> list[
     if total <= max_shapes:
         return [tuple(s) for s in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges))]
     rng = random.Random(seed)
-    diagonal: set[Shape] = set()
-    if len(set(ranges)) == 1:
+    must: set[Shape] = set()  # kept whatever the sampling: both ends, the small values
+    if len(ranges) == 1:
+        lo, hi = ranges[0]
+        must = {(v,) for v in (*range(lo, min(hi, lo + 7) + 1), hi)}
+    elif len(set(ranges)) == 1:
         # dims with one range are often one length (attention's T x T): keep the diagonal
         lo, hi = ranges[0]
-        values = range(lo, hi + 1)
-        if len(values) > max_shapes // 2:
-            values = sorted({lo, hi, *rng.sample(values, max_shapes // 2 - 2)})
-        diagonal = {(v,) * len(ranges) for v in values}
+        values = set(range(lo, min(hi, lo + 7) + 1)) | {hi}
+        values |= set(rng.sample(range(lo, hi + 1), min(hi - lo + 1, max_shapes // 2)))
+        must = {(v,) * len(ranges) for v in values}
     axes = []
     per_axis = max(2, round(max_shapes ** (1 / len(ranges))))
     for lo, hi in ranges:
-        small = [v for v in range(lo, min(hi, lo + 7) + 1)]
+        small = list(range(lo, min(hi, lo + 7) + 1))
         rest = sorted(rng.sample(range(lo, hi + 1), min(hi - lo + 1, per_axis)))
         axes.append(sorted({*small, *rest, lo, hi}))
-    found = sorted(set(itertools.product(*axes)) - diagonal)
-    room = max_shapes - len(diagonal)
+    found = sorted(set(itertools.product(*axes)) - must)
+    room = max_shapes - len(must)
     if len(found) > room:
         found = rng.sample(found, max(room, 0))
-    return sorted(diagonal | set(found))
+    return sorted(must | set(found))
 
 
 class ShapeGenericSearch:

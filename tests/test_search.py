@@ -1,0 +1,170 @@
+"""The shape-generic search against a synthetic machine: budget, selection, resume, determinism.
+
+A fake measurer answers from a formula (the trivial model times a per-shape,
+per-candidate quirk the model cannot see), so the search's logic is tested
+without IREE and every run is exactly repeatable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from conftest import DENSE
+
+from dcmlir.cost_model import TrivialCostModel
+from dcmlir.database import Record, RecordDatabase
+from dcmlir.measurer import MeasureReport, Shape
+from dcmlir.mlir import ir, parse_module
+from dcmlir.search import SearchSettings, ShapeGenericSearch, shapes_in_range
+from dcmlir.space import Candidate, space_for
+from dcmlir.target import CpuTarget
+from dcmlir.workload import Workload, workloads, write_ranges
+
+TARGET = CpuTarget()
+
+
+def dense_with_range(lo: int, hi: int) -> Workload:
+    with ir.Context():
+        module = parse_module(DENSE)
+        ((op, _),) = list(workloads(module.operation))
+        write_ranges(op, {0: (lo, hi)})
+        ((_, found),) = list(workloads(module.operation))
+    assert isinstance(found, Workload)
+    return found
+
+
+def quirk(key: str, shape: Shape) -> float:
+    """A deterministic factor in [1, 2): what measuring shows beyond the model."""
+    digest = hashlib.sha256(f"{key}:{shape}".encode()).digest()
+    return 1.0 + digest[0] / 256
+
+
+class FakeMeasurer:
+    """Answers measure_pairs from a formula and appends real records to a real database."""
+
+    def __init__(self, workload: Workload, db: RecordDatabase) -> None:
+        self.workload = workload
+        self.db = db
+        self.truth = TrivialCostModel(workload, TARGET, seed=7)
+        self.timed: list[tuple[str, Shape]] = []
+
+    def time(self, candidate: Candidate, shape: Shape) -> float:
+        return float(self.truth.predict([candidate], [shape])[0, 0]) * quirk(candidate.key(), shape)
+
+    def measure_pairs(self, pairs: Sequence[tuple[Candidate, Shape]]) -> MeasureReport:
+        report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
+        known = {(r.candidate_key, r.shape): r for r in self.db.records(self.workload.key)}
+        for candidate, shape in pairs:
+            record = known.get((candidate.key(), shape))
+            if record is None:
+                seconds = self.time(candidate, shape)
+                record = Record.measurement(
+                    workload=self.workload,
+                    target=TARGET,
+                    candidate=candidate,
+                    route="config",
+                    dims={0: shape[0]},
+                    times=[seconds],
+                )
+                self.db.append(record)
+                self.timed.append((candidate.key(), shape))
+                report.measured += 1
+            report.records[(candidate.key(), shape)] = record
+        return report
+
+
+def run_search(
+    tmp_path: Path, budget: int, name: str = "r.jsonl", hi: int = 32
+) -> tuple[FakeMeasurer, object]:
+    workload = dense_with_range(1, hi)
+    measurer = FakeMeasurer(workload, RecordDatabase(tmp_path / name, fsync=False))
+    search = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(workload, TARGET, seed=0),
+        space_for(TARGET),
+        SearchSettings(budget=budget, max_kernels=4, verify_batch=16),
+        stream=io.StringIO(),
+    )
+    return measurer, search.run()
+
+
+def test_budget_is_respected_and_counts_every_measurement(tmp_path: Path) -> None:
+    measurer, result = run_search(tmp_path, budget=150)
+    assert result.measurements <= 150
+    assert len(measurer.timed) == result.measured_now == result.measurements
+    assert 1 <= len(result.kernels) <= 4
+    assert set(result.choice) == set(result.shapes) == {(t,) for t in range(1, 33)}
+
+
+def test_selection_uses_measurements_where_it_has_them(tmp_path: Path) -> None:
+    _, result = run_search(tmp_path, budget=400)
+    for shape, kernel in result.choice.items():
+        chosen = result.kernels[kernel].key()
+        if (chosen, shape) not in result.measured:
+            continue
+        # among the chosen kernels measured at this shape, the choice is the fastest measured
+        measured = {
+            k.key(): result.measured[(k.key(), shape)]
+            for k in result.kernels
+            if (k.key(), shape) in result.measured
+        }
+        assert result.measured[(chosen, shape)] == min(measured.values())
+
+
+def test_verification_beats_the_model_alone(tmp_path: Path) -> None:
+    """With budget to verify, the plan's true cost is closer to the best set than the model's."""
+    measurer, result = run_search(tmp_path, budget=600)
+    truth = measurer.time
+    plan_cost = sum(math.log(truth(result.kernels[k], s)) for s, k in result.choice.items())
+    model_only = ShapeGenericSearch(
+        result.workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(result.workload, TARGET, seed=0),
+        space_for(TARGET),
+        SearchSettings(budget=1, max_kernels=4),
+        stream=io.StringIO(),
+    )
+    estimate, _ = model_only.estimate()
+    kernels, choice = model_only.select(estimate)
+    model_cost = sum(
+        math.log(truth(model_only.candidates[kernels[k]], s)) for s, k in choice.items()
+    )
+    assert plan_cost < model_cost
+
+
+def test_resumed_search_measures_nothing_and_decides_the_same(tmp_path: Path) -> None:
+    _, first = run_search(tmp_path, budget=200)
+    again_measurer, again = run_search(tmp_path, budget=200)
+    assert again_measurer.timed == []
+    assert again.measured_now == 0 and again.measurements == first.measurements
+    assert [k.key() for k in again.kernels] == [k.key() for k in first.kernels]
+    assert again.choice == first.choice
+
+
+def test_deterministic_for_a_fixed_seed(tmp_path: Path) -> None:
+    _, one = run_search(tmp_path, budget=180, name="a.jsonl")
+    _, two = run_search(tmp_path, budget=180, name="b.jsonl")
+    assert [k.key() for k in one.kernels] == [k.key() for k in two.kernels]
+    assert one.choice == two.choice
+
+
+def test_huge_range_is_sampled_with_ends_and_small_values() -> None:
+    workload = dense_with_range(1, 1_000_000)
+    shapes = shapes_in_range(workload, max_shapes=256, seed=0)
+    assert len(shapes) <= 256 + 8
+    values = {s[0] for s in shapes}
+    assert {1, 2, 3, 4, 5, 6, 7, 8, 1_000_000} <= values
+    assert shapes == shapes_in_range(workload, max_shapes=256, seed=0)
+
+
+def test_search_needs_ranges() -> None:
+    with ir.Context():
+        ((_, workload),) = list(workloads(parse_module(DENSE).operation))
+    with pytest.raises(ValueError, match="has no range"):
+        shapes_in_range(workload, 256)
