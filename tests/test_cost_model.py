@@ -34,7 +34,9 @@ from dcmlir.target import CpuTarget, CudaTarget, target_from_json
 from dcmlir.workload import BATCH, DimSource, K, LoopDim, M, N, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-REAL_RECORDS = ROOT / "docs" / "results" / "space_records.jsonl"
+# a frozen copy of the config-route measurements of docs/results/space_records.jsonl
+# (that file grows when benchmarks/space_benchmark.py runs again)
+REAL_RECORDS = ROOT / "tests" / "data" / "space_records_config.jsonl"
 DENSE_KEY = "5aebb14787f9885e"  # the ?x768 @ 768x768 matmul of the real records
 IREE = "3.13.test"
 TARGET = CpuTarget(
