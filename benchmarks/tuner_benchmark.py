@@ -15,6 +15,7 @@ Writes the tables into ``docs/benchmarks.md`` (between markers), every number
 into ``docs/results/tuner_benchmark.json`` and plots into ``docs/results/``.
 Resumable: tuning and oracle measurements come back from the records files.
 
+    .venv/bin/pip install -e '.[bench]'   # matplotlib, for the plots
     .venv/bin/python benchmarks/tuner_benchmark.py [--workloads dense_out,...] [--budget 400]
 """
 
