@@ -29,11 +29,16 @@ from typing import IO, Protocol
 
 import numpy as np
 
+from dcmlir.cost_model import pad
 from dcmlir.database import Record
 from dcmlir.measurer import Measurer, Shape
 from dcmlir.progress import Progress
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
+
+UNSEEN_REMAINDER = 2.0
+"""How much slower than predicted a kernel is assumed on shapes its tiles do not divide,
+while it has only been measured on shapes they do (see ``_candidate_correction``)."""
 
 
 class CostModelLike(Protocol):
@@ -148,6 +153,10 @@ class ShapeGenericSearch:
         self.stream = stream if stream is not None else sys.stderr
         self.shapes = shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
+        self.fits = np.array(
+            [[pad(workload, c, shape) == 1 for c in self.candidates] for shape in self.shapes],
+            dtype=bool,
+        ).reshape(len(self.shapes), len(self.candidates))
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -204,7 +213,7 @@ class ShapeGenericSearch:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
         estimate = predicted * by_shape[:, None]
         for column, points in residual.items():
-            estimate[:, column] *= self._interpolate(points)
+            estimate[:, column] *= self._candidate_correction(column, points)
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
@@ -212,6 +221,31 @@ class ShapeGenericSearch:
             if key in column_of and shape in self.shape_index:
                 estimate[self.shape_index[shape], column_of[key]] = seconds
         return estimate, predicted
+
+    def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:
+        """What this candidate's measurements say beyond the shape correction, per shape.
+
+        Shapes its micro-kernel tiles divide exactly and shapes that leave a
+        remainder behave differently on CPU (IREE peels remainders into slower
+        loops), so each kind is corrected only from measurements of the same
+        kind. A candidate never measured with a remainder is assumed
+        :data:`UNSEEN_REMAINDER` times slower there than the model says, until
+        a measurement shows otherwise: a kernel that shone on its cherry-picked
+        exact fit is not trusted blindly next to it.
+        """
+        fits = self.fits[:, column]
+        exact = [(row, value) for row, value in points if fits[row]]
+        ragged = [(row, value) for row, value in points if not fits[row]]
+        correction = np.ones(len(self.shapes))
+        if exact:
+            correction[fits] = self._interpolate(exact)[fits]
+        elif ragged:
+            correction[fits] = self._interpolate(ragged)[fits]
+        if ragged:
+            correction[~fits] = self._interpolate(ragged)[~fits]
+        elif exact:
+            correction[~fits] = self._interpolate(exact)[~fits] * UNSEEN_REMAINDER
+        return correction
 
     def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
         """exp of the inverse-distance-weighted mean of log ratios at every shape.
