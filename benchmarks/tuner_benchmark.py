@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -188,8 +189,12 @@ def run_workload(name: str, text: str, args: argparse.Namespace, target: CpuTarg
     vs_oracle = geomean([r["oracle_us"] / r["dcmlir_us"] for r in rows if "oracle_us" in r])
     exhaustive_pairs = len(space) * 128
     per_pair = tune_seconds / max(item.search.measurements, 1)  # same settings as the search
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     return {
         "name": name,
+        "commit": commit or "unknown",
         "workload": workload.describe(),
         "kernels": [k.candidate_key for k in item.plan.kernels],
         "tree_depth": item.plan.tree.depth,
@@ -266,17 +271,18 @@ def markdown(
         f"{COMMAND} --budget {args.budget}",
         "```",
         "",
-        "| workload | speedup over IREE default (geomean, T=1..128)"
+        "| workload | commit | speedup over IREE default (geomean, T=1..128)"
         " | fraction of the oracle (geomean) | kernels | tree depth | measurements"
         " | tuning wall time | exhaustive: measurements (est. time) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         exhaustive = r["exhaustive_seconds_estimate"]
         cost = f"{r['exhaustive_pairs']} ({r['exhaustive_pairs'] / r['measurements']:.0f}x more"
         cost += f", est. {exhaustive / 60:.0f} min)" if exhaustive else ")"
         lines.append(
-            f"| `{r['name']}` | **{r['speedup_vs_default']:.2f}x** |"
+            f"| `{r['name']}` | {r.get('commit', 'before 60d68bd')} |"
+            f" **{r['speedup_vs_default']:.2f}x** |"
             f" {r['fraction_of_oracle']:.3f} |"
             f" {len(r['kernels'])} | {r['tree_depth']} | {r['measurements']} |"
             f" {r['tune_seconds']:.0f} s | {cost} |"
