@@ -265,6 +265,12 @@ def markdown(
         f" {len(ORACLE_T)} T (1..8, 128 and others) the best of all {len(space_for(target))}"
         " candidates measured at that T. Every output checked against numpy.",
         "",
+        "`commit` is the dcmlir commit that produced the row. Rows from before 60d68bd"
+        " were tuned by the search without its remainder-aware correction (a kernel measured"
+        " only where its tiles divide the shape was trusted elsewhere); that change was made"
+        " because `attention_scores` missed both targets without it (1.23x, 0.687 of the"
+        " oracle at fa5ef7e).",
+        "",
         "Reproduce (resumes from the records files in docs/results/):",
         "",
         "```",
