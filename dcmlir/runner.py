@@ -10,11 +10,9 @@ process, interleaved (DESIGN.md section 4).
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import select
-import statistics
 import struct
 import subprocess
 import sys
@@ -337,10 +335,6 @@ class Runner:
         seconds, calls = found
         timing.calls += calls
         return float(seconds)
-
-
-def median_or_inf(timing: Timing) -> float:
-    return statistics.median(timing.samples) if timing.ok else math.inf
 
 
 # --- the worker process --------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -282,7 +282,3 @@ def compile(
     if output is not None:
         Path(output).write_bytes(built.vmfb)
     return CompileResult(built.vmfb, mlir, dispatched)
-
-
-def describe_plan(plan: Plan) -> Mapping[str, str]:
-    return {w.key: w.describe_range() for w in plan.workloads}
