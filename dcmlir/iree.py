@@ -9,8 +9,9 @@ device, no per-call marshalling) want the low-level invoke path in one place.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import iree.runtime as rt  # type: ignore[import-untyped]
@@ -23,6 +24,7 @@ __all__ = [
     "STDIN_NAME",
     "CompilerRun",
     "LoadedFunction",
+    "ParameterFile",
     "RuntimeFailure",
     "compiler_version",
     "cuda_device_available",
@@ -30,6 +32,7 @@ __all__ = [
     "load_function",
     "load_functions",
     "run_compile",
+    "write_parameter_archive",
 ]
 
 STDIN_NAME = "<stdin>"
@@ -107,10 +110,12 @@ class LoadedFunction:
         function: str,
         driver: str = "local-sync",
         loaded: tuple[rt.VmModule, rt.SystemContext] | None = None,
+        *,
+        parameters: ParameterFile | None = None,
     ) -> None:
         self.driver = driver
         self.config = device_config(driver)
-        module, self.context = loaded if loaded is not None else _load(vmfb, driver)
+        module, self.context = loaded if loaded is not None else _load(vmfb, driver, parameters)
         self.function = module.lookup_function(function)
         if self.function is None:
             names = ", ".join(n for n in module.function_names if not n.startswith("__"))
@@ -148,20 +153,68 @@ class LoadedFunction:
         return self.to_host(self.invoke(self.prepare(inputs)))
 
 
-def _load(vmfb: bytes, driver: str) -> tuple[rt.VmModule, rt.SystemContext]:
+# --- parameters (weights kept out of the module) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParameterFile:
+    """An IREE parameter archive (``.irpa``) and the scope the module names its entries in.
+
+    A module that declares ``util.global @w = #flow.parameter.named<"model"::"key">``
+    reads ``key`` from the archive registered under scope ``model`` when it is loaded.
+    """
+
+    path: str
+    scope: str = "model"
+
+
+def write_parameter_archive(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``{key: array}`` as an ``.irpa`` (raw little-endian bytes per key, in order)."""
+    index = rt.ParameterIndex()
+    for key, array in arrays.items():
+        index.add_buffer(key, np.ascontiguousarray(array).tobytes())
+    try:
+        index.create_archive_file(os.fspath(path))
+    except (ValueError, RuntimeError, OSError) as err:
+        raise RuntimeFailure(f"cannot write parameter archive '{os.fspath(path)}': {err}") from None
+
+
+def _parameters_module(config: rt.Config, parameters: ParameterFile) -> rt.VmModule:
+    index = rt.ParameterIndex()
+    try:
+        index.load(parameters.path)
+    except (ValueError, RuntimeError, OSError) as err:
+        raise RuntimeFailure(f"cannot read parameter archive '{parameters.path}': {err}") from None
+    provider = index.create_provider(scope=parameters.scope)
+    return rt.create_io_parameters_module(config.vm_instance, provider)
+
+
+def _load(
+    vmfb: bytes, driver: str, parameters: ParameterFile | None = None
+) -> tuple[rt.VmModule, rt.SystemContext]:
     config = device_config(driver)
     try:
         module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
-        return module, rt.SystemContext(vm_modules=[module], config=config)
+        modules = [module]
+        if parameters is not None:
+            modules.insert(0, _parameters_module(config, parameters))
+        return module, rt.SystemContext(vm_modules=modules, config=config)
     except (ValueError, RuntimeError) as err:
         raise RuntimeFailure(f"cannot load module on '{driver}': {err}") from None
 
 
 def load_functions(
-    vmfb: bytes, functions: Sequence[str], driver: str = "local-sync"
+    vmfb: bytes,
+    functions: Sequence[str],
+    driver: str = "local-sync",
+    *,
+    parameters: ParameterFile | None = None,
 ) -> tuple[dict[str, LoadedFunction], dict[str, str]]:
-    """Load a many-variant module once and bind each function: (loaded, errors by name)."""
-    loaded_module = _load(vmfb, driver)
+    """Load a many-variant module once and bind each function: (loaded, errors by name).
+
+    ``parameters``: the ``.irpa`` a module with ``#flow.parameter.named`` globals reads.
+    """
+    loaded_module = _load(vmfb, driver, parameters)
     found: dict[str, LoadedFunction] = {}
     errors: dict[str, str] = {}
     for name in functions:
@@ -182,6 +235,15 @@ def cuda_device_available() -> bool:
         return False
 
 
-def load_function(vmfb: bytes, function: str, driver: str = "local-sync") -> LoadedFunction:
-    """Load ``vmfb`` on a driver (``local-sync``, ``local-task``, ``cuda``), bind ``function``."""
-    return LoadedFunction(vmfb, function, driver)
+def load_function(
+    vmfb: bytes,
+    function: str,
+    driver: str = "local-sync",
+    *,
+    parameters: ParameterFile | None = None,
+) -> LoadedFunction:
+    """Load ``vmfb`` on a driver (``local-sync``, ``local-task``, ``cuda``), bind ``function``.
+
+    ``parameters``: the ``.irpa`` a module with ``#flow.parameter.named`` globals reads.
+    """
+    return LoadedFunction(vmfb, function, driver, parameters=parameters)

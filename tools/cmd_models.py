@@ -1,0 +1,141 @@
+"""``dcmlir generate-bert`` and ``dcmlir import-torch``: whole models as dynamic-shape MLIR.
+
+``generate-bert`` writes a BERT-style encoder (no torch needed) as linalg on tensors
+with the range of the sequence length in the IR, and its weights; ``import-torch``
+exports a randomly initialised PyTorch encoder through ``torch.export`` and IREE's
+torch input conversion (needs the ``torch`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import IO
+
+from dcmlir.models.bert import WEIGHT_MODES, EncoderConfig, generate_encoder, save_model
+from dcmlir.workload import parse_range
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
+    return value
+
+
+def _seq_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = parse_range(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if lo < 1:
+        raise argparse.ArgumentTypeError(f"range '{text}' must start at 1 or more")
+    return lo, hi
+
+
+def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
+    defaults = EncoderConfig()
+    parser.add_argument(
+        "--layers", type=_positive, default=defaults.layers, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--hidden", type=_positive, default=defaults.hidden, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--heads", type=_positive, default=defaults.heads, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--ffn", type=_positive, default=defaults.ffn, help="FFN inner size (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seq",
+        type=_seq_range,
+        default=defaults.seq,
+        metavar="LO:HI",
+        help="range of the sequence length T the module promises (default: 1:128)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=defaults.seed, help="weight seed (default: %(default)s)"
+    )
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    generate = commands.add_parser(
+        "generate-bert",
+        help="write a BERT-style encoder (dynamic sequence length) as linalg MLIR",
+        description="Write a BERT-style encoder (QKV dense, attention batch matmuls, softmax, "
+        "layernorm, GELU FFN; no embeddings, batch 1) as linalg on tensors with a dynamic "
+        "sequence length T, the range of T in the IR, and seeded random weights. "
+        "@main(%%x: tensor<?xHIDDENxf32>) -> tensor<?xHIDDENxf32>.",
+    )
+    generate.add_argument("-o", "--output", required=True, metavar="MODEL.mlir")
+    _add_encoder_options(generate)
+    generate.add_argument(
+        "--gelu", default="erf", choices=("erf", "tanh"), help="GELU form (default: erf, exact)"
+    )
+    generate.add_argument(
+        "--weights",
+        default="params",
+        choices=WEIGHT_MODES,
+        help="params: util.globals read from an IREE parameter archive (.irpa) at run time, "
+        "small IR (default); inline: dense_resource blobs inside the module",
+    )
+    generate.add_argument(
+        "--params",
+        metavar="WEIGHTS.irpa",
+        help="where the parameter archive goes (default: MODEL.irpa beside the module)",
+    )
+    generate.set_defaults(run=run_generate)
+
+
+def run_generate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.iree import RuntimeFailure
+    from dcmlir.tools.cli import CliError
+
+    if args.params and args.weights != "params":
+        raise CliError("--params names the weights file of --weights params only")
+    try:
+        config = EncoderConfig(
+            hidden=args.hidden,
+            heads=args.heads,
+            ffn=args.ffn,
+            layers=args.layers,
+            seq=args.seq,
+            seed=args.seed,
+            gelu=args.gelu,
+        )
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    started = time.perf_counter()
+    model = generate_encoder(config, weights=args.weights)
+    try:
+        parameters = save_model(model, args.output, args.params)
+    except OSError as error:
+        raise CliError(f"cannot write '{error.filename}': {error.strerror}") from None
+    except RuntimeFailure as error:
+        raise CliError(str(error)) from None
+    seconds = time.perf_counter() - started
+    size = Path(args.output).stat().st_size
+    print(f"{config.describe()}: {config.parameter_count():,} weights", file=out)
+    print(f"wrote {args.output} ({_human(size)}, @main, weights {args.weights})", file=out)
+    if parameters is not None:
+        archive = Path(parameters.path)
+        print(
+            f"wrote {archive} ({_human(archive.stat().st_size)}, scope '{parameters.scope}'; "
+            f"run with --parameters={parameters.scope}={archive})",
+            file=out,
+        )
+    print(f"in {seconds:.1f} s", file=out)
+    return 0
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} B"
