@@ -9,6 +9,7 @@ one place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from iree.compiler import ir, passmanager  # type: ignore[import-untyped]
 from iree.compiler.dialects import (  # type: ignore[import-untyped]
@@ -30,6 +31,7 @@ __all__ = [
     "arith",
     "builtin",
     "func",
+    "fx_importer",
     "interpreter",
     "ir",
     "linalg",
@@ -88,3 +90,13 @@ def parse_module(text: str) -> ir.Module:
     real file name. Raises ``ir.MLIRError`` carrying the parser's diagnostics.
     """
     return ir.Module.parse(text)
+
+
+def fx_importer() -> Any:
+    """IREE's bundled torch FX importer (``iree.compiler.extras.fx_importer``).
+
+    Imported on demand: it imports ``torch``, which only the ``dcmlir[torch]`` extra has.
+    """
+    from iree.compiler.extras import fx_importer as module  # type: ignore[import-untyped]
+
+    return module
