@@ -22,6 +22,7 @@ from dcmlir.target import Target, target_from_json
 from dcmlir.workload import DimSource, Workload
 
 __all__ = [
+    "LEVELS",
     "PLAN_FORMAT",
     "ROUTES",
     "Plan",
@@ -37,6 +38,12 @@ PLAN_FORMAT = 1
 
 ROUTES = ("config", "td")
 """Lowering routes a planned kernel may name (see :mod:`dcmlir.routes`)."""
+
+LEVELS = ("input", "global-optimization")
+"""Where in IREE's pipeline the plan's workloads were found and its dispatch is emitted:
+the module as given (``input``), or the module after ``iree-compile
+--compile-to=global-optimization`` (the forms codegen sees: folded transposes, fused
+epilogues), compiled on with ``--compile-from=global-optimization``."""
 
 Shape = tuple[int, ...]
 """Values of a workload's dynamic loops, in loop order."""
@@ -392,8 +399,11 @@ class Plan:
     workloads: tuple[WorkloadPlan, ...]
     iree_version: str = field(default_factory=_iree_version)
     dcmlir_version: str = field(default_factory=_dcmlir_version)
+    level: str = "input"
 
     def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"level '{self.level}' is not one of {', '.join(LEVELS)}")
         keys = [w.key for w in self.workloads]
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
         if duplicates:
@@ -419,6 +429,7 @@ class Plan:
             "target": self.target.to_json(),
             "iree_version": self.iree_version,
             "dcmlir_version": self.dcmlir_version,
+            "level": self.level,
             "workloads": [w.to_json() for w in self.workloads],
         }
 
@@ -457,6 +468,7 @@ class Plan:
             ),
             iree_version=_get(obj, "iree_version", str, "plan"),
             dcmlir_version=_get(obj, "dcmlir_version", str, "plan"),
+            level=_get(obj, "level", str, "plan") if "level" in obj else "input",
         )
 
     def dumps(self) -> str:

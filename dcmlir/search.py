@@ -143,7 +143,10 @@ class ShapeGenericSearch:
         *,
         cherry_pick: object = None,
         stream: IO[str] | None = None,
+        shapes: Sequence[Shape] | None = None,
     ) -> None:
+        """``shapes``: the shapes to tune for, when not every combination of the dynamic
+        dims' ranges can occur (attention's T x T in a model: only the diagonal)."""
         self.workload = workload
         self.measurer = measurer
         self.model = model
@@ -151,7 +154,11 @@ class ShapeGenericSearch:
         self.keys = [c.key() for c in self.candidates]
         self.settings = settings or SearchSettings()
         self.stream = stream if stream is not None else sys.stderr
-        self.shapes = shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
+        self.shapes = (
+            sorted({tuple(shape) for shape in shapes})
+            if shapes
+            else shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
+        )
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
         self.fits = np.array(
             [[pad(workload, c, shape) == 1 for c in self.candidates] for shape in self.shapes],

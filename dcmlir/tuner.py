@@ -1,10 +1,18 @@
 """``dcmlir.tune`` and ``dcmlir.compile``: the whole product in two calls.
 
-``tune`` finds the dynamic workloads of a module (identical ops tuned once),
-runs the shape-generic search for each under one measurement budget and
-writes a plan; ``compile`` emits the plan's ``scf.if`` dispatch into the
-module and builds it with IREE. The CLI (``dcmlir tune`` / ``dcmlir compile``)
-is a thin layer over these.
+``tune`` finds the dynamic workloads of a module or a whole model (identical ops
+in different layers tuned once), splits one measurement budget over them by
+their estimated share of model time, runs the shape-generic search for each and
+writes a plan (and, beside it, the model's workload graph); ``compile`` emits
+the plan's ``scf.if`` dispatch into the module and builds it with IREE. The CLI
+(``dcmlir tune`` / ``dcmlir compile``) is a thin layer over these.
+
+Workloads are tuned in the form IREE's codegen sees (DESIGN.md section 3): with
+``level="global-optimization"`` the module is first lowered with ``iree-compile
+--compile-to=global-optimization`` (transposes folded into contractions,
+epilogues next to them), the dispatch is emitted into that IR, and IREE resumes
+with ``--compile-from=global-optimization``. ``level="auto"`` takes that route
+exactly when it changes the workloads (docs/model_tuning.md has the measurements).
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -25,14 +35,18 @@ from dcmlir.inputs import read_source
 from dcmlir.measure import MeasureSettings
 from dcmlir.measurer import Measurer
 from dcmlir.mlir import ir
+from dcmlir.model_graph import ModelGraph, Shape, graph_path_for, probe_shapes, run_shapes
 from dcmlir.pass_base import PassContext, PassFailure
-from dcmlir.plan import Plan, WorkloadPlan
+from dcmlir.plan import LEVELS, Plan, WorkloadPlan
 from dcmlir.routes import route_named
 from dcmlir.runner import RunnerSettings
 from dcmlir.search import SearchResult, SearchSettings, ShapeGenericSearch
-from dcmlir.space import space_for
+from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import Target, target_from_name
-from dcmlir.workload import Workload, workloads
+from dcmlir.workload import Workload
+
+LEVEL_CHOICES = ("auto", *LEVELS)
+GLOBAL_OPT = "global-optimization"
 
 
 class TuneError(ValueError):
@@ -57,6 +71,39 @@ class TuneReport:
     workloads: list[WorkloadReport] = field(default_factory=list)
     seconds: float = 0.0
     skipped: list[str] = field(default_factory=list)  # dynamic ops left to IREE, with reasons
+    graph: ModelGraph | None = None
+    level: str = "input"
+    level_reason: str = ""
+    probes: int = 0  # measurements of IREE's default for the budget split
+    graph_path: Path | None = None
+
+    @property
+    def measurements(self) -> int:
+        """Measurements the whole tuning counted: the probes and every search's."""
+        return self.probes + sum(item.search.measurements for item in self.workloads)
+
+    @property
+    def measured_now(self) -> int:
+        return sum(item.search.measured_now for item in self.workloads)
+
+    def model_lines(self) -> list[str]:
+        """The level, the graph and the table of where model time goes (and the split)."""
+        if self.graph is None:
+            return []
+        lines = [f"level: {self.level} ({self.level_reason})", self.graph.summary()]
+        if self.probes:
+            lines.append(
+                "where model time goes, IREE's default per call averaged over the range "
+                f"(from {self.probes} probe measurements); the budget follows the shares:"
+            )
+        else:
+            lines.append("where model time goes (one workload: the whole budget is its own):")
+        lines += [f"  {line}" for line in self.graph.table()]
+        lines.append(
+            f"total: {self.measurements} measurements ({self.probes} probes), "
+            f"{self.seconds:.0f} s tuning wall time"
+        )
+        return lines
 
     def lines(self) -> list[str]:
         out = []
@@ -91,12 +138,84 @@ def _dims_arguments(dims: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     return default, tuple(overrides)
 
 
-def load_workloads(
-    path: str | Path, dims: Sequence[str], stream: IO[str]
-) -> tuple[str, list[Workload], list[str]]:
-    """(source name, distinct workloads with ranges, ops left to IREE) of a module file."""
+@dataclass
+class LoadedModel:
+    """A module ready to tune: at the chosen level, with its workload graph."""
+
+    source: str
+    level: str
+    level_reason: str
+    text: str  # the module at ``level``: what the dispatch is emitted into
+    graph: ModelGraph
+    skipped: list[str]
+
+    @property
+    def workloads(self) -> list[Workload]:
+        return list(self.graph.workloads.values())
+
+
+def _annotated(
+    text: str, source: str, annotate: object, stream: IO[str], target: Target | None
+) -> tuple[str, ModelGraph, list[str]]:
+    """Parse, record ranges, add the target's module attributes; (text, graph, skipped)."""
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        try:
+            annotate.apply(PassContext(engine, stream), module.operation)  # type: ignore[attr-defined]
+        except PassFailure:
+            raise TuneError(engine.first_error()) from None
+        if target is not None:
+            _add_module_attributes(module, target)
+        graph = ModelGraph.from_module(module.operation, source)
+        skipped = [
+            f"{engine.locate(op)}: {op.name}: {reason}" for op, reason in _not_workloads(module)
+        ]
+        return str(module), graph, skipped
+
+
+def _not_workloads(module: ir.Module) -> list[tuple[ir.Operation, str]]:
+    from dcmlir.workload import NotAWorkload, workloads
+
+    return [(op, str(r)) for op, r in workloads(module.operation) if isinstance(r, NotAWorkload)]
+
+
+def _add_module_attributes(module: ir.Module, target: Target) -> None:
+    attributes = target.module_attributes()
+    if attributes:
+        for named in ir.DictAttr(ir.Attribute.parse(f"{{{attributes}}}")):
+            module.operation.attributes[named.name] = named.attr
+
+
+def lower_to_global_optimization(text: str, target: Target, source: str = "<input>") -> str:
+    """The module after IREE's global optimization (cached like every build)."""
+    try:
+        built = build(text, target, ("--compile-to=global-optimization",), source_name=source)
+    except BuildError as err:
+        raise TuneError(f"IREE could not lower {source} to global optimization:\n{err}") from None
+    return built.vmfb.decode("utf-8")
+
+
+def load_model(
+    path: str | Path,
+    dims: Sequence[str],
+    stream: IO[str],
+    *,
+    level: str = "auto",
+    target: Target | None = None,
+) -> LoadedModel:
+    """Read a module, give its dynamic dims ranges and find its workloads at ``level``.
+
+    Ranges are recorded on the input (``argN.D`` names its function arguments); at
+    the global-optimization level, ops IREE re-created without them get the default
+    range or the bounds the IR assumes (``util.assume.int``).
+    """
     from dcmlir.passes.annotate_ranges import AnnotateRangesPass
 
+    if level not in LEVEL_CHOICES:
+        raise TuneError(f"--level: '{level}' is not one of {', '.join(LEVEL_CHOICES)}")
     try:
         source, text = read_source(str(path), sys.stdin)
     except ValueError as err:
@@ -106,30 +225,56 @@ def load_workloads(
         annotate = AnnotateRangesPass(range=default, dims=overrides)
     except ValueError as err:
         raise TuneError(f"--dims: {err}") from None
-    engine = DiagnosticEngine(source)
-    found: dict[str, Workload] = {}
-    skipped: list[str] = []
-    with ir.Context() as context, engine.capture(context):
-        module = engine.parse(text)
-        if module is None:
-            raise TuneError(engine.first_error())
-        try:
-            annotate.apply(PassContext(engine, stream), module.operation)
-        except PassFailure:
-            raise TuneError(engine.first_error()) from None
-        for op, result in workloads(module.operation, source):
-            if isinstance(result, Workload):
-                found.setdefault(result.key, result)
-            else:
-                skipped.append(f"{engine.locate(op)}: {op.name}: {result}")
-    for workload in found.values():
+    annotated, graph, skipped = _annotated(text, source, annotate, stream, target)
+    chosen, reason = "input", "asked for" if level == "input" else ""
+    if level != "input":
+        lowered = lower_to_global_optimization(annotated, target or _cpu(), source)
+        fill = AnnotateRangesPass(range=default)
+        go_text, go_graph, go_skipped = _annotated(lowered, source, fill, stream, None)
+        before = Counter(graph.counts())
+        after = Counter(go_graph.counts())
+        if level == GLOBAL_OPT:
+            chosen, reason = GLOBAL_OPT, "asked for"
+        elif before != after:
+            chosen = GLOBAL_OPT
+            reason = "auto: IREE's global optimization changes the workloads " + _difference(
+                graph, go_graph
+            )
+        else:
+            reason = "auto: IREE's global optimization leaves the workloads as they are"
+        if chosen == GLOBAL_OPT:
+            annotated, graph, skipped = go_text, go_graph, go_skipped
+    graph.level = chosen
+    for workload in graph.workloads.values():
         missing = [d.index for d in workload.dynamic_dims if d.range is None]
         if missing:
             raise TuneError(
                 f"{workload.location}: no range for dynamic loop d{missing[0]} of "
                 f"{workload.kind}; give --dims LO:HI (or ARG.DIM=LO:HI)"
             )
-    return source, list(found.values()), skipped
+    return LoadedModel(source, chosen, reason, annotated, graph, skipped)
+
+
+def _difference(before: ModelGraph, after: ModelGraph) -> str:
+    kinds_before = Counter(w.kind for w in before.workloads.values())
+    kinds_after = Counter(w.kind for w in after.workloads.values())
+    gone = ", ".join(sorted((kinds_before - kinds_after).elements()))
+    new = ", ".join(sorted((kinds_after - kinds_before).elements()))
+    if gone or new:
+        return f"({gone or 'none'} -> {new or 'none'})"
+    return "(same kinds, different ops or extents)"
+
+
+def _cpu() -> Target:
+    return target_from_name("llvm-cpu", None)
+
+
+def load_workloads(
+    path: str | Path, dims: Sequence[str], stream: IO[str], *, level: str = "input"
+) -> tuple[str, list[Workload], list[str]]:
+    """(source name, distinct workloads with ranges, ops left to IREE) of a module file."""
+    model = load_model(path, dims, stream, level=level)
+    return model.source, model.workloads, model.skipped
 
 
 def tune(
@@ -149,56 +294,141 @@ def tune(
     min_time: float = 0.03,
     rounds: int = 3,
     timeout: float = 60.0,
+    level: str = "auto",
     stream: IO[str] | None = None,
 ) -> TuneReport:
-    """Tune every dynamic workload of ``input`` and write the plan to ``output``.
+    """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
     ``dims``: ``LO:HI`` for every dynamic dim and/or ``argN.D=LO:HI`` per
     argument dim (ranges in the IR, ``util.assume.int``, count too);
-    ``budget``: timed (candidate, shape) pairs for the whole module, split
-    evenly over its distinct workloads (records already in ``db`` count, so a
-    resumed run re-measures nothing).
+    ``budget``: timed (candidate, shape) pairs for the whole module. With more
+    than one distinct workload, IREE's default is first timed at a few probe
+    shapes of each (counted in the budget), and the rest is split by each
+    workload's estimated share of model time, with a floor per workload.
+    Records already in ``db`` count, so a resumed run re-measures nothing.
+    ``level``: ``input``, ``global-optimization`` or ``auto`` (see the module doc).
+    The model's workload graph is saved beside the plan (``plan.graph.json``).
     """
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
-    source, found, skipped = load_workloads(input, dims, stream)
+    model = load_model(input, dims, stream, level=level, target=target_object)
+    found = model.workloads
     if not found:
-        raise TuneError(f"{source}: no dynamic-shape contraction to tune")
+        raise TuneError(f"{model.source}: no dynamic-shape contraction to tune")
     records = RecordDatabase(db)
     records.load()
-    per_workload = max(1, budget // len(found))
     runner = RunnerSettings(
         MeasureSettings(min_time=min_time, rounds=rounds, warmup=min_time),
         driver=device,
         timeout=timeout,
     )
-    settings = SearchSettings(budget=per_workload, max_kernels=max_kernels, seed=seed)
+    graph = model.graph
     reports: list[WorkloadReport] = []
-    for workload in found:
-        with Measurer(
-            workload,
-            target_object,
-            records,
-            route=route_named(route),
-            runner_settings=runner,
-            stream=stream,
-        ) as measurer:
-            model = CostModel(
+    with ExitStack() as stack:
+        measurers = {
+            w.key: stack.enter_context(
+                Measurer(
+                    w,
+                    target_object,
+                    records,
+                    route=route_named(route),
+                    runner_settings=runner,
+                    stream=stream,
+                )
+            )
+            for w in found
+        }
+        probes = _probe_defaults(graph, measurers, stream) if len(found) > 1 else {}
+        graph.estimate(lambda w: probes.get(w.key, {}))
+        probe_count = sum(len(p) for p in probes.values())
+        parts = graph.split(max(budget - probe_count, len(found)))
+        for workload in found:
+            measurer = measurers[workload.key]
+            model_ = CostModel(
                 workload,
                 target_object,
                 parallel_units_for(target_object, measurer.runner_settings.driver),
                 seed,
                 route=route,
             )
+            settings = SearchSettings(
+                budget=parts[workload.key], max_kernels=max_kernels, seed=seed
+            )
             search = ShapeGenericSearch(
-                workload, measurer, model, space_for(target_object), settings, stream=stream
+                workload,
+                measurer,
+                model_,
+                space_for(target_object),
+                settings,
+                stream=stream,
+                shapes=workload.tied_shapes(),
             ).run()
-        reports.append(WorkloadReport(workload, search, workload_plan(search, max_depth, route)))
-    plan = Plan(target_object, Path(str(input)).name, tuple(r.plan for r in reports))
+            reports.append(
+                WorkloadReport(workload, search, workload_plan(search, max_depth, route))
+            )
+            _record_outcome(graph, workload, search, len(probes.get(workload.key, {})))
+    plan = Plan(
+        target_object,
+        Path(str(input)).name,
+        tuple(r.plan for r in reports),
+        level=model.level,
+    )
+    graph_path = None
     if output is not None:
         plan.save(output)
-    return TuneReport(plan, reports, time.perf_counter() - start, skipped)
+        graph_path = graph_path_for(output)
+        graph.save(graph_path)
+    return TuneReport(
+        plan,
+        reports,
+        time.perf_counter() - start,
+        model.skipped,
+        graph=graph,
+        level=model.level,
+        level_reason=model.level_reason,
+        probes=probe_count,
+        graph_path=graph_path,
+    )
+
+
+def _probe_defaults(
+    graph: ModelGraph, measurers: Mapping[str, Measurer], stream: IO[str]
+) -> dict[str, dict[Shape, float]]:
+    """IREE's default timed at a few shapes of each workload (from the records when there)."""
+    found: dict[str, dict[Shape, float]] = {}
+    default = DefaultCandidate()
+    for key, workload in graph.workloads.items():
+        shapes = probe_shapes(workload)
+        print(
+            f"dcmlir: probe IREE's default on {workload.kind} key={key} at "
+            f"{', '.join('x'.join(map(str, s)) for s in shapes)}",
+            file=stream,
+        )
+        report = measurers[key].measure([default], shapes)
+        found[key] = {shape: report.median(default.key(), shape) for shape in shapes}
+    return found
+
+
+def _record_outcome(
+    graph: ModelGraph, workload: Workload, search: SearchResult, probes: int
+) -> None:
+    """Per-call estimates after tuning: the chosen kernels' and IREE's default over the range."""
+    estimate = graph.estimates[workload.key]
+    estimate.measurements = search.measurements + probes
+    shapes = [s for s in run_shapes(workload) if s in set(search.shapes)] or search.shapes
+    default_column = next(
+        (i for i, c in enumerate(search.candidates) if isinstance(c, DefaultCandidate)), None
+    )
+    tuned = [search.kernel_cost(shape, search.choice[shape])[0] for shape in shapes]
+    if not all(math.isfinite(t) for t in tuned):
+        return
+    estimate.tuned_seconds = estimate.ops * sum(tuned) / len(tuned)
+    if default_column is not None:
+        rows = [search.shapes.index(s) for s in shapes]
+        default = [float(search.estimate[row, default_column]) for row in rows]
+        if all(math.isfinite(t) for t in default):
+            estimate.default_search_seconds = estimate.ops * sum(default) / len(default)
 
 
 def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:
@@ -240,7 +470,11 @@ def compile(
     emit_mlir: str | Path | None = None,
     stream: IO[str] | None = None,
 ) -> CompileResult:
-    """Emit ``plan``'s dispatch into ``input`` and compile it with IREE for the plan's target."""
+    """Emit ``plan``'s dispatch into ``input`` and compile it with IREE for the plan's target.
+
+    A plan tuned at the global-optimization level lowers ``input`` there first and
+    resumes IREE from it; ``emit_mlir`` then holds that level's IR with the dispatch.
+    """
     from dcmlir.passes.emit_dispatch import emit_dispatch
     from dcmlir.plan import PlanError
 
@@ -258,6 +492,12 @@ def compile(
         source, text = read_source(str(input), sys.stdin)
     except ValueError as err:
         raise TuneError(str(err)) from None
+    flags: tuple[str, ...] = ()
+    if loaded.level == GLOBAL_OPT:
+        text = lower_to_global_optimization(
+            _with_module_attributes(text, source, loaded.target), loaded.target, source
+        )
+        flags = ("--compile-from=global-optimization",)
     engine = DiagnosticEngine(source)
     with ir.Context() as context, engine.capture(context):
         module = engine.parse(text)
@@ -268,17 +508,44 @@ def compile(
             dispatched = emit_dispatch(ctx, module.operation, loaded, origin=str(plan))
         except PassFailure:
             raise TuneError(engine.first_error()) from None
-        attributes = loaded.target.module_attributes()
-        if attributes:
-            for named in ir.DictAttr(ir.Attribute.parse(f"{{{attributes}}}")):
-                module.operation.attributes[named.name] = named.attr
+        if loaded.level != GLOBAL_OPT:
+            _add_module_attributes(module, loaded.target)
         mlir = str(module)
     if emit_mlir is not None:
         Path(emit_mlir).write_text(mlir, encoding="utf-8")
     try:
-        built = build(mlir, loaded.target, source_name=source)
+        built = build(mlir, loaded.target, flags, source_name=source)
     except BuildError as err:
         raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
     if output is not None:
         Path(output).write_bytes(built.vmfb)
     return CompileResult(built.vmfb, mlir, dispatched)
+
+
+def _with_module_attributes(text: str, source: str, target: Target) -> str:
+    """The module text with the target's module attributes (an explicit CUDA target)."""
+    if not target.module_attributes():
+        return text
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        _add_module_attributes(module, target)
+        return str(module)
+
+
+def compile_default(
+    input: str | Path, target: str | Target = "llvm-cpu", *, arch: str | None = None
+) -> bytes:
+    """IREE's own compilation of ``input`` for ``target``: the baseline a dispatch is timed
+    against (same flags, same cache)."""
+    target_object = target if not isinstance(target, str) else target_from_name(target, arch)
+    try:
+        source, text = read_source(str(input), sys.stdin)
+    except ValueError as err:
+        raise TuneError(str(err)) from None
+    try:
+        return build(_with_module_attributes(text, source, target_object), target_object).vmfb
+    except BuildError as err:
+        raise TuneError(f"IREE could not compile {source}:\n{err}") from None

@@ -72,6 +72,9 @@ class Workload:
     location: str = field(compare=False)
     # loop index of each dimension of each operand (inputs then output): the indexing maps
     operand_loops: tuple[tuple[int, ...], ...] = ()
+    # groups of dynamic loops whose extents are one run-time value (attention's T x T: both
+    # loops come from the same argument dim); a model only ever runs shapes with them equal
+    equal_loops: tuple[tuple[int, ...], ...] = field(default=(), compare=False)
 
     def operand_shape(self, operand: int) -> tuple[int | None, ...]:
         """Static extents of one operand's dims, None where dynamic."""
@@ -99,6 +102,21 @@ class Workload:
     def dims_of(self, role: str) -> tuple[LoopDim, ...]:
         return tuple(d for d in self.dims if d.role == role)
 
+    def tied_shapes(self) -> list[tuple[int, ...]] | None:
+        """The dynamic shapes a run can have when every dynamic loop is one value; else None.
+
+        Only when all dynamic loops form one equal group (attention's T x T): the diagonal
+        of their common range, ``[(t, t) for t in lo..hi]``.
+        """
+        loops = tuple(d.index for d in self.dynamic_dims)
+        if len(loops) < 2 or tuple(sorted(loops)) not in self.equal_loops:
+            return None
+        ranges = {d.range for d in self.dynamic_dims}
+        if len(ranges) != 1 or None in ranges:
+            return None
+        (lo, hi), *_ = ranges
+        return [(value,) * len(loops) for value in range(lo, hi + 1)]
+
     def describe(self) -> str:
         space = "x".join(d.describe() for d in self.dims)
         roles = "".join(d.role for d in self.dims)
@@ -114,6 +132,7 @@ class Workload:
             "location": self.location,
             "element_types": list(self.element_types),
             "operand_loops": [list(loops) for loops in self.operand_loops],
+            "equal_loops": [list(group) for group in self.equal_loops],
             "loops": [
                 {
                     "dim": d.index,
@@ -249,7 +268,22 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
             tuple(expr.position for expr in amap.results)  # projected permutations: dims only
             for amap in maps
         ),
+        equal_loops=equal_dynamic_loops(op, extents),
     )
+
+
+def equal_dynamic_loops(
+    op: ir.Operation, extents: list[tuple[int | None, DimSource]]
+) -> tuple[tuple[int, ...], ...]:
+    """Groups (two or more) of dynamic loops whose extents trace to the same argument dims."""
+    groups: dict[frozenset[ArgDim], list[int]] = {}
+    for loop, (extent, source) in enumerate(extents):
+        if extent is not None:
+            continue
+        origin = trace_dim(op.operands[source.operand], source.dim)
+        if origin.arg_dims:
+            groups.setdefault(frozenset(origin.arg_dims), []).append(loop)
+    return tuple(tuple(loops) for loops in groups.values() if len(loops) > 1)
 
 
 SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "bf16")
@@ -362,8 +396,7 @@ def trace_dim(
     if depth > 64:
         return origin
     if isinstance(value, ir.BlockArgument):
-        owner = value.owner.owner
-        if owner is not None and owner.operation.name == "func.func":
+        if _is_function_argument(value):
             origin.arg_dims.add(ArgDim(value.arg_number, dim))
         return origin
     if not isinstance(value, ir.OpResult):
@@ -372,13 +405,65 @@ def trace_dim(
     name = producer.name
     if name == "tensor.empty":
         return _trace_empty_dim(producer, value, dim, origin, depth)
-    if name in ("tensor.cast", "util.assume.int"):
+    if name in _SAME_SHAPE_OPS:
         return trace_dim(producer.operands[value.result_number], dim, origin, depth + 1)
-    if name.startswith("linalg.") and loop_extents(producer) is not None:
-        # A destination-style op: result i has the shape of its init operand.
+    if name in _SIZED_BY_OPERANDS:
+        # the result's dynamic dims, in order, are the op's trailing dynamic-size operands
+        sizes = _dynamic_size_operands(producer)
+        return _trace_sized_dim(value, dim, sizes, origin, depth)
+    if name.startswith("linalg.") and len(producer.operands) > len(producer.results):
+        # A destination-style op (linalg.softmax included): result i has the shape of its init.
         n_inputs = len(producer.operands) - len(producer.results)
         init = producer.operands[n_inputs + value.result_number]
         return trace_dim(init, dim, origin, depth + 1)
+    return origin
+
+
+_FUNCTIONS = ("func.func", "util.func")
+"""Ops whose entry block arguments are the arguments a user's ``argN.D`` names; ``util.func``
+is what functions are after IREE's ABI conversion (the global-optimization level)."""
+
+_SAME_SHAPE_OPS = (
+    "tensor.cast",
+    "util.assume.int",
+    "iree_tensor_ext.compute_barrier.start",
+    "flow.tensor.tie_shape",
+)
+"""Ops whose result has the shape of their first operand (IREE's barriers and shape ties)."""
+
+_SIZED_BY_OPERANDS = ("tensor.expand_shape", "tensor.extract_slice", "hal.tensor.import")
+"""Ops whose result's dynamic dims are given by index operands of the op."""
+
+
+def _is_function_argument(value: ir.BlockArgument) -> bool:
+    owner = value.owner.owner
+    return owner is not None and owner.operation.name in _FUNCTIONS
+
+
+def _dynamic_size_operands(op: ir.Operation) -> list[ir.Value]:
+    """The index operands that size the result's dynamic dims, in order."""
+    operands = list(op.operands)
+    if op.name == "tensor.expand_shape":
+        return operands[1:]  # src, then output_shape's dynamic values
+    if op.name == "hal.tensor.import":
+        # source buffer view, then the dims of the imported tensor (and maybe a fence)
+        return [v for v in operands[1:] if isinstance(v.type, ir.IndexType)]
+    # tensor.extract_slice: source, offsets, sizes, strides (segment sizes in an attribute)
+    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    start = segments[0] + segments[1]
+    return operands[start : start + segments[2]]
+
+
+def _trace_sized_dim(
+    value: ir.Value, dim: int, sizes: list[ir.Value], origin: DimOrigin, depth: int
+) -> DimOrigin:
+    shape = value.type.shape
+    dynamic = ir.ShapedType.get_dynamic_size()
+    if shape[dim] != dynamic:
+        return origin
+    position = sum(1 for s in shape[:dim] if s == dynamic)
+    if position < len(sizes):
+        trace_index(sizes[position], origin, depth + 1)
     return origin
 
 
@@ -411,6 +496,12 @@ def trace_index(value: ir.Value, origin: DimOrigin | None = None, depth: int = 0
         return trace_index(producer.operands[value.result_number], origin, depth + 1)
     if producer.name in ("arith.index_cast", "arith.index_castui"):
         return trace_index(producer.operands[0], origin, depth + 1)
+    if producer.name == "hal.buffer_view.dim":
+        # IREE's ABI: a dim of an argument passed as a !hal.buffer_view
+        view = producer.operands[0]
+        if isinstance(view, ir.BlockArgument) and _is_function_argument(view):
+            position = int(ir.IntegerAttr(producer.attributes["index"]).value)
+            origin.arg_dims.add(ArgDim(view.arg_number, position))
     return origin
 
 

@@ -8,6 +8,18 @@ inside it, the plan's decision tree picks a clone of the op carrying one
 kernel's ``compilation_info``. IREE compiles one executable per distinct
 config and a host-side branch cascade (DESIGN.md section 3), so the dispatch
 itself costs nothing measurable.
+
+Two things keep the dispatched module as fast as IREE's own around the tuned op:
+
+- *fused consumers move into the branches*: the elementwise ops IREE would fuse
+  into the op's dispatch (bias, GELU, residual add, a transpose: a chain of
+  single-use, all-parallel ``linalg.generic`` ops) are cloned into every branch
+  after the op, so each branch still forms one dispatch; left after the
+  ``scf.if`` they would become dispatches of their own;
+- *shapes are tied at IREE's global-optimization level*: in a ``util.func``
+  (IREE's functions after its ABI conversion) the cascade's dynamic results get
+  ``flow.tensor.tie_shape`` with their sizes, which IREE needs to resolve the
+  dims of a region's results.
 """
 
 from __future__ import annotations
@@ -20,6 +32,8 @@ from dcmlir.mlir import arith, ir, scf, tensor
 from dcmlir.pass_base import ModulePass, PassContext, option
 from dcmlir.plan import Plan, PlanError, WorkloadPlan
 from dcmlir.workload import NotAWorkload, Workload, workloads
+
+FUNCTION_OPS = ("func.func", "util.func")
 
 KERNEL_ATTR = "dcmlir.kernel"
 """Set on every op the pass emits (the kernel's candidate key, or ``fallback``), so that
@@ -56,6 +70,7 @@ class _Target:
     workload: Workload
     plan: WorkloadPlan
     infos: dict[int, ir.Attribute | None]  # kernel index -> compilation_info (None: default)
+    consumers: tuple[tuple[ir.Operation, int], ...] = ()  # fused chain: (op, operand it reads)
 
 
 def emit_dispatch(
@@ -86,12 +101,16 @@ def emit_dispatch(
                 )
                 continue
             matched.add(found.key)
-            targets.append(_Target(op, found, planned, _kernel_infos(ctx, op, found, planned)))
+            consumers = fused_consumers(op)
+            targets.append(
+                _Target(op, found, planned, _kernel_infos(ctx, op, found, planned), consumers)
+            )
+            fused = f", {len(consumers)} fused consumer(s) in each branch" if consumers else ""
             remarks.append(
                 (
                     op,
                     f"dispatch: {len(planned.tree.kernels())} kernels, "
-                    f"tree depth {planned.tree.depth}, range {planned.describe_range()}",
+                    f"tree depth {planned.tree.depth}, range {planned.describe_range()}{fused}",
                 )
             )
         _check_all_matched(ctx, module, plan, origin, matched, module_keys)
@@ -163,14 +182,60 @@ def _check_all_matched(
     )
 
 
+# --- fused consumers ---------------------------------------------------------------------
+
+
+def fused_consumers(op: ir.Operation) -> tuple[tuple[ir.Operation, int], ...]:
+    """The elementwise chain IREE fuses after ``op``: (consumer, operand index it reads).
+
+    Each link is the only user of the previous result: a ``linalg.generic`` in the
+    same block with parallel loops only and one result, reading the value as an input
+    through a permutation (identity or transpose). That is what IREE's dispatch
+    formation puts in the op's dispatch (bias, activation, residual add, head
+    transposes); a reduction (layernorm) or a reshape ends the chain.
+    """
+    chain: list[tuple[ir.Operation, int]] = []
+    current = op
+    while len(current.results) == 1:
+        uses = list(current.results[0].uses)
+        if len(uses) != 1:
+            break
+        user, operand = uses[0].owner.operation, uses[0].operand_number
+        if not _fusable_consumer(user, operand, op):
+            break
+        chain.append((user, operand))
+        current = user
+    return tuple(chain)
+
+
+def _fusable_consumer(user: ir.Operation, operand: int, producer: ir.Operation) -> bool:
+    if user.name != "linalg.generic" or len(user.results) != 1:
+        return False
+    if user.parent != producer.parent:
+        return False
+    n_inputs = len(user.operands) - len(user.results)
+    if operand >= n_inputs:
+        return False
+    iterators = ir.ArrayAttr(user.attributes["iterator_types"])
+    if any("parallel" not in str(kind) for kind in iterators):
+        return False
+    amap = ir.ArrayAttr(user.attributes["indexing_maps"])[operand].value
+    return amap.is_permutation
+
+
 # --- the cascade -----------------------------------------------------------------------------
 
 
 def _rewrite(target: _Target) -> None:
-    """Build the cascade in front of the op, route its uses to the cascade, erase it."""
+    """Build the cascade where the group's last op was, route its uses there, erase the group.
+
+    The group is the op and its fused consumers; every operand of the group is
+    defined before its last op, and no op outside the group reads a value inside it.
+    """
     op = target.op
-    result_types = [result.type for result in op.results]
-    with ir.InsertionPoint(op), op.location:
+    last = target.consumers[-1][0] if target.consumers else op
+    result_types = [result.type for result in last.results]
+    with ir.InsertionPoint(last), last.location:
         dims = {
             dim.index: tensor.DimOp(op.operands[dim.source.operand], _index(dim.source.dim)).result
             for dim in target.workload.dynamic_dims
@@ -178,12 +243,48 @@ def _rewrite(target: _Target) -> None:
         outside = _outside_range(target.plan, dims)
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
-            scf.YieldOp(_clone(op, FALLBACK, None).results)
+            scf.YieldOp(_clone_group(target, FALLBACK, None))
         with ir.InsertionPoint(cascade.else_block):
             scf.YieldOp(_emit_node(target, target.plan.tree.root, dims, result_types))
-    for old, new in zip(op.results, cascade.results, strict=True):
+        results = list(cascade.results)
+        if _function_of(op) == "util.func":
+            results = [
+                _tie_shape(value, init) for value, init in zip(results, _inits(last), strict=True)
+            ]
+    for old, new in zip(last.results, results, strict=True):
         old.replace_all_uses_with(new)
+    for member, _ in reversed(target.consumers):
+        member.erase()
     op.erase()
+
+
+def _function_of(op: ir.Operation) -> str | None:
+    parent = op.parent
+    while parent is not None and parent.name not in FUNCTION_OPS:
+        parent = parent.parent
+    return None if parent is None else parent.name
+
+
+def _inits(op: ir.Operation) -> list[ir.Value]:
+    """The init (``outs``) operands of a destination-style op, one per result."""
+    first = len(op.operands) - len(op.results)
+    return [op.operands[first + i] for i in range(len(op.results))]
+
+
+def _tie_shape(value: ir.Value, init: ir.Value) -> ir.Value:
+    """``flow.tensor.tie_shape value : type{sizes}``, the sizes read from the op's init."""
+    dynamic = ir.ShapedType.get_dynamic_size()
+    sizes = [
+        tensor.DimOp(init, _index(position)).result
+        for position, size in enumerate(value.type.shape)
+        if size == dynamic
+    ]
+    if not sizes:
+        return value
+    tied = ir.Operation.create(
+        "flow.tensor.tie_shape", results=[value.type], operands=[value, *sizes]
+    )
+    return tied.results[0]
 
 
 def _index(value: int) -> ir.Value:
@@ -210,7 +311,7 @@ def _emit_node(
     """The values one subtree yields, built at the current insertion point."""
     if isinstance(node, Leaf):
         kernel = target.plan.kernels[node.kernel]
-        return list(_clone(target.op, kernel.candidate_key, target.infos[node.kernel]).results)
+        return _clone_group(target, kernel.candidate_key, target.infos[node.kernel])
     below = arith.CmpIOp(arith.CmpIPredicate.ule, dims[node.loop], _index(node.threshold))
     branch = scf.IfOp(below.result, result_types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
@@ -218,6 +319,16 @@ def _emit_node(
     with ir.InsertionPoint(branch.else_block):
         scf.YieldOp(_emit_node(target, node.right, dims, result_types))
     return list(branch.results)
+
+
+def _clone_group(target: _Target, kernel: str, info: ir.Attribute | None) -> list[ir.Value]:
+    """The op (config replaced by ``info``) and its fused consumers, reading the clones."""
+    current = _clone(target.op, kernel, info)
+    for member, operand in target.consumers:
+        clone = member.clone()
+        clone.operands[operand] = current.results[0]
+        current = clone
+    return list(current.results)
 
 
 def _clone(op: ir.Operation, kernel: str, info: ir.Attribute | None) -> ir.Operation:
