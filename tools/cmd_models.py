@@ -13,7 +13,13 @@ import time
 from pathlib import Path
 from typing import IO
 
-from dcmlir.models.bert import WEIGHT_MODES, EncoderConfig, generate_encoder, save_model
+from dcmlir.models.bert import (
+    WEIGHT_LAYOUTS,
+    WEIGHT_MODES,
+    EncoderConfig,
+    generate_encoder,
+    save_model,
+)
 from dcmlir.workload import parse_range
 
 
@@ -85,6 +91,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "small IR (default); inline: dense_resource blobs inside the module",
     )
     generate.add_argument(
+        "--weight-layout",
+        default="in_out",
+        choices=WEIGHT_LAYOUTS,
+        help="dense weights [in, out] (plain linalg.matmul, default) or [out, in] (torch's "
+        "nn.Linear layout: linalg.matmul with a transposed-B indexing map)",
+    )
+    generate.add_argument(
         "--params",
         metavar="WEIGHTS.irpa",
         help="where the parameter archive goes (default: MODEL.irpa beside the module)",
@@ -111,7 +124,7 @@ def run_generate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except ValueError as error:
         raise CliError(str(error)) from None
     started = time.perf_counter()
-    model = generate_encoder(config, weights=args.weights)
+    model = generate_encoder(config, weights=args.weights, weight_layout=args.weight_layout)
     try:
         parameters = save_model(model, args.output, args.params)
     except OSError as error:

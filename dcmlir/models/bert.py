@@ -36,6 +36,7 @@ __all__ = [
     "BERT_BASE",
     "DEFAULT_RTOL",
     "PARAMETER_SCOPE",
+    "WEIGHT_LAYOUTS",
     "WEIGHT_MODES",
     "EncoderConfig",
     "GeneratedModel",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 WEIGHT_MODES = ("inline", "params")
+WEIGHT_LAYOUTS = ("in_out", "out_in")
+"""Dense weights as ``[in, out]`` (``x @ w``: plain ``linalg.matmul``) or ``[out, in]``
+(torch's ``nn.Linear``: ``linalg.matmul`` with a transposed-B indexing map)."""
 PARAMETER_SCOPE = "model"
 """The scope of every ``#flow.parameter.named`` the generator writes."""
 
@@ -243,13 +247,26 @@ class GeneratedModel:
     config: EncoderConfig
     text: str
     weight_mode: str
-    weights: dict[str, np.ndarray] = field(repr=False)
+    weights: dict[str, np.ndarray] = field(repr=False)  # canonical: dense weights [in, out]
     function: str = "main"
+    weight_layout: str = "in_out"
 
     @property
     def parameters(self) -> dict[str, np.ndarray]:
         """What the ``.irpa`` must hold (keys as the module names them); empty for inline."""
-        return self.weights if self.weight_mode == "params" else {}
+        if self.weight_mode != "params":
+            return {}
+        return _stored(self.weights, self.weight_layout)
+
+
+def _stored(weights: Mapping[str, np.ndarray], layout: str) -> dict[str, np.ndarray]:
+    """The arrays as the module holds them: dense weights transposed for ``out_in``."""
+    if layout == "in_out":
+        return dict(weights)
+    return {
+        name: np.ascontiguousarray(value.T) if name.endswith("_w") else value
+        for name, value in weights.items()
+    }
 
 
 def _f32(value: float) -> str:
@@ -271,6 +288,9 @@ _IDENTITY2 = "affine_map<(d0, d1) -> (d0, d1)>"
 _ROW2 = "affine_map<(d0, d1) -> (d0)>"
 _COL2 = "affine_map<(d0, d1) -> (d1)>"
 _IDENTITY3 = "affine_map<(d0, d1, d2) -> (d0, d1, d2)>"
+_MM_A = "affine_map<(d0, d1, d2) -> (d0, d2)>"
+_MM_B_T = "affine_map<(d0, d1, d2) -> (d1, d2)>"
+_MM_C = "affine_map<(d0, d1, d2) -> (d0, d1)>"
 _PAR2 = '["parallel", "parallel"]'
 _RED2 = '["parallel", "reduction"]'
 _PAR3 = '["parallel", "parallel", "parallel"]'
@@ -279,8 +299,9 @@ _PAR3 = '["parallel", "parallel", "parallel"]'
 class _Emitter:
     """Writes the body of ``@main`` as text, one op per line, with fresh SSA names."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, layout: str = "in_out") -> None:
         self.config = config
+        self.layout = layout
         self.lines: list[str] = []
         self.counter = 0
         lo, hi = config.seq
@@ -311,9 +332,13 @@ class _Emitter:
     def matmul(self, x: str, w: str, k: int, n: int) -> str:
         acc = self.zeros(None, n)
         name = self.fresh("mm")
+        maps, w_type = "", _tensor(k, n)
+        if self.layout == "out_in":  # w is [n, k]: B indexed (d1, d2), as torch's Linear gives
+            maps = f"indexing_maps = [{_MM_A}, {_MM_B_T}, {_MM_C}] "
+            w_type = _tensor(n, k)
         self.emit(
-            f"{name} = linalg.matmul {{dcmlir.dim_ranges = {{d0 = {self.t_range}}}}} "
-            f"ins({x}, {w} : {_tensor(None, k)}, {_tensor(k, n)}) "
+            f"{name} = linalg.matmul {maps}{{dcmlir.dim_ranges = {{d0 = {self.t_range}}}}} "
+            f"ins({x}, {w} : {_tensor(None, k)}, {w_type}) "
             f"outs({acc} : {_tensor(None, n)}) -> {_tensor(None, n)}"
         )
         return name
@@ -543,11 +568,14 @@ def _resource_blob(array: np.ndarray) -> str:
     return "0x04000000" + np.ascontiguousarray(array, dtype="<f4").tobytes().hex().upper()
 
 
-def _lines(config: EncoderConfig, weights: Mapping[str, np.ndarray], mode: str) -> Iterator[str]:
-    shapes = weight_shapes(config)
+def _lines(
+    config: EncoderConfig, weights: Mapping[str, np.ndarray], mode: str, layout: str
+) -> Iterator[str]:
+    weights = _stored(weights, layout)
+    shapes = {name: tuple(array.shape) for name, array in weights.items()}
     lo, hi = config.seq
     h = config.hidden
-    emitter = _Emitter(config)
+    emitter = _Emitter(config, layout)
     names: dict[str, str] = {}
     for name, shape in shapes.items():
         value = f"%{_symbol(name)}"
@@ -563,7 +591,7 @@ def _lines(config: EncoderConfig, weights: Mapping[str, np.ndarray], mode: str) 
         prefix = f"layer{layer}."
         x = emitter.layer(x, {n: names[prefix + n] for n in _LAYER_WEIGHTS})
 
-    yield f"// {config.describe()}; weights: {mode} (dcmlir generate-bert)"
+    yield f"// {config.describe()}; weights: {mode}, {layout} (dcmlir generate-bert)"
     yield "module {"
     if mode == "params":
         for name, shape in shapes.items():
@@ -600,19 +628,25 @@ def generate_encoder(
     config: EncoderConfig,
     weights: str = "params",
     values: Mapping[str, np.ndarray] | None = None,
+    weight_layout: str = "in_out",
 ) -> GeneratedModel:
     """The encoder's module text; ``weights`` is ``params`` (small IR + .irpa) or ``inline``.
 
-    ``values`` overrides the seeded weights (same names and shapes as :func:`weight_shapes`).
+    ``values`` overrides the seeded weights (same names and shapes as :func:`weight_shapes`);
+    ``weight_layout`` ``out_in`` stores dense weights as torch does (see :data:`WEIGHT_LAYOUTS`).
     """
     if weights not in WEIGHT_MODES:
         raise ValueError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not '{weights}'")
+    if weight_layout not in WEIGHT_LAYOUTS:
+        raise ValueError(
+            f"weight_layout must be one of {', '.join(WEIGHT_LAYOUTS)}, not '{weight_layout}'"
+        )
     arrays = dict(values) if values is not None else make_weights(config)
     for name, shape in weight_shapes(config).items():
         if name not in arrays or tuple(arrays[name].shape) != shape:
             raise ValueError(f"weight '{name}' is missing or not of shape {shape}")
-    text = "\n".join(_lines(config, arrays, weights)) + "\n"
-    return GeneratedModel(config, text, weights, arrays)
+    text = "\n".join(_lines(config, arrays, weights, weight_layout)) + "\n"
+    return GeneratedModel(config, text, weights, arrays, weight_layout=weight_layout)
 
 
 # --- files and checks ----------------------------------------------------------------------

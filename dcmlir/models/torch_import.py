@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dcmlir.iree import ParameterFile, run_compile, write_parameter_archive
-from dcmlir.mlir import fx_importer, ir
+from dcmlir.mlir import fx_importer, ir, passmanager
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
 
 __all__ = [
@@ -326,7 +326,16 @@ def lower_to_linalg(torch_text: str, timeout: float | None = None) -> str:
         raise TorchImportError(
             "IREE's torch input conversion failed: " + (errors[0] if errors else result.log[:500])
         )
-    return result.output.decode("utf-8")
+    return _canonicalize(result.output.decode("utf-8"))
+
+
+def _canonicalize(text: str) -> str:
+    """``canonicalize,cse``: ``tensor.dim`` of the input folds to the ``util.assume.int``
+    value, so the range traces from the contractions' operands (and duplicate dims go)."""
+    with ir.Context():
+        module = ir.Module.parse(text)
+        passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+        return str(module)
 
 
 def import_torch(
