@@ -38,7 +38,7 @@ def _affine_maps(workload: Workload) -> list[str]:
     ]
 
 
-def _op_text(workload: Workload, a: str, b: str, init: str) -> str:
+def op_text(workload: Workload, a: str, b: str, init: str) -> str:
     types = [workload.operand_type(i) for i in range(3)]
     operands = f"ins({a}, {b} : {types[0]}, {types[1]}) outs({init} : {types[2]})"
     maps = ", ".join(_affine_maps(workload))
@@ -97,7 +97,7 @@ def kernel_function_text(workload: Workload, name: str) -> str:
         f"  %empty = tensor.empty({', '.join(sizes)}) : {c_type}",
         f"  %init = linalg.fill ins(%zero : {workload.element_types[2]}) "
         f"outs(%empty : {c_type}) -> {c_type}",
-        f"  %r = {_op_text(workload, '%a', '%b', '%init')}",
+        f"  %r = {op_text(workload, '%a', '%b', '%init')}",
         f"  return %r : {c_type}",
         "}",
     ]

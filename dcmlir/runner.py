@@ -39,13 +39,23 @@ class RunnerSettings:
             raise ValueError("timeout must be > 0 seconds")
 
 
+HOST_PREFIX = "host:"
+"""``vmfb_path`` of a host-library variant: ``host:numpy`` or ``host:torch`` (see
+:meth:`RunVariant.host`); the worker computes the contraction with that library."""
+
+
 @dataclass(frozen=True)
 class RunVariant:
-    """One function of a compiled module file."""
+    """One function of a compiled module file, or a host library's contraction."""
 
     name: str
     vmfb_path: str
     function: str
+
+    @classmethod
+    def host(cls, name: str, library: str, einsum: str) -> RunVariant:
+        """``library`` (numpy, torch) computing ``einsum`` with the device's thread count."""
+        return cls(name, f"{HOST_PREFIX}{library}", einsum)
 
 
 @dataclass(frozen=True)
@@ -350,6 +360,7 @@ def _worker_main(driver: str) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
     import numpy as np
 
+    from dcmlir.host_baselines import load_host_functions
     from dcmlir.iree import load_functions
     from dcmlir.measure import Timer, check_outputs, random_inputs
 
@@ -363,9 +374,12 @@ def _worker_main(driver: str) -> None:
         command = request[0]
         if command == "load":
             _, path, names = request
-            with open(path, "rb") as handle_:
-                vmfb = handle_.read()
-            loaded, failed = load_functions(vmfb, names, driver)
+            if path.startswith(HOST_PREFIX):
+                loaded, failed = load_host_functions(path[len(HOST_PREFIX) :], names, driver)
+            else:
+                with open(path, "rb") as handle_:
+                    vmfb = handle_.read()
+                loaded, failed = load_functions(vmfb, names, driver)
             for name, function in loaded.items():
                 functions[(path, name)] = function
             return failed

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -35,6 +35,7 @@ __all__ = [
     "cpu_space",
     "cuda_space",
     "per_loop",
+    "select_candidates",
     "space_for",
 ]
 
@@ -706,3 +707,14 @@ def candidate_from_key(key: str) -> Candidate:
         f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
         "cuda:wg32x64:t4x4:k8:p)"
     )
+
+
+def select_candidates(space: Sequence[Candidate], count: int) -> list[Candidate]:
+    """``count`` candidates spread evenly over the space, IREE's default first."""
+    if count <= 0 or count >= len(space):
+        return list(space)
+    default = [c for c in space if isinstance(c, DefaultCandidate)]
+    rest = [c for c in space if not isinstance(c, DefaultCandidate)]
+    wanted = max(count - len(default), 0)
+    step = len(rest) / wanted if wanted else 0
+    return default + [rest[int(i * step)] for i in range(wanted)]

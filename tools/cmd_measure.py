@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 from typing import IO
 
 from dcmlir.database import DatabaseError, RecordDatabase
@@ -16,7 +15,7 @@ from dcmlir.measure import MeasureSettings
 from dcmlir.measurer import Measurer, MeasureReport, Shape
 from dcmlir.routes import route_named
 from dcmlir.runner import RunnerSettings
-from dcmlir.space import Candidate, DefaultCandidate, space_for
+from dcmlir.space import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import Target, parse_overrides, target_from_name
 from dcmlir.workload import Workload
 
@@ -91,17 +90,6 @@ def parse_shapes(text: str, dynamic: int) -> list[Shape]:
         if values not in shapes:
             shapes.append(values)
     return shapes
-
-
-def select_candidates(space: Sequence[Candidate], count: int) -> list[Candidate]:
-    """``count`` candidates spread evenly over the space, IREE's default first."""
-    if count <= 0 or count >= len(space):
-        return list(space)
-    default = [c for c in space if isinstance(c, DefaultCandidate)]
-    rest = [c for c in space if not isinstance(c, DefaultCandidate)]
-    wanted = max(count - len(default), 0)
-    step = len(rest) / wanted if wanted else 0
-    return default + [rest[int(i * step)] for i in range(wanted)]
 
 
 def make_target(args: argparse.Namespace) -> Target:
