@@ -103,6 +103,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         help="where the parameter archive goes (default: MODEL.irpa beside the module)",
     )
     generate.set_defaults(run=run_generate)
+    add_import_parser(commands)
 
 
 def run_generate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -152,3 +153,123 @@ def _human(size: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024  # type: ignore[assignment]
     return f"{size} B"
+
+
+# --- import-torch --------------------------------------------------------------------------
+
+
+def _bert_config(text: str) -> tuple[int, int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not LAYERS,HIDDEN,HEADS,FFN with positive integers (e.g. 2,768,12,3072)"
+        )
+    layers, hidden, heads, ffn = (int(p) for p in parts)
+    return layers, hidden, heads, ffn
+
+
+def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "import-torch",
+        help="export a randomly initialised PyTorch BERT encoder to linalg MLIR (needs torch)",
+        description="Build a randomly initialised (seeded) PyTorch encoder, export it with "
+        "torch.export and a dynamic sequence length, decompose it, import it with IREE's FX "
+        "importer and lower it with IREE's torch input conversion to linalg on tensors. "
+        "Needs the torch extra: pip install 'dcmlir[torch]' (hf-bert also needs transformers).",
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="MODEL.mlir")
+    parser.add_argument(
+        "--model",
+        default="encoder",
+        choices=("encoder", "hf-bert"),
+        help="encoder: dcmlir's hand-written torch encoder, x[T, HIDDEN] -> [T, HIDDEN] "
+        "(default); hf-bert: transformers.BertModel, input_ids[1, T] -> [1, T, HIDDEN]",
+    )
+    parser.add_argument(
+        "--bert-config",
+        type=_bert_config,
+        default=(2, 768, 12, 3072),
+        metavar="L,H,NH,F",
+        help="layers, hidden size, heads, FFN size (default: 2,768,12,3072)",
+    )
+    parser.add_argument(
+        "--seq",
+        type=_seq_range,
+        default=(1, 128),
+        metavar="LO:HI",
+        help="range of the sequence length T (default: 1:128)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="weight seed (default: 0)")
+    parser.add_argument(
+        "--weights",
+        default="params",
+        choices=WEIGHT_MODES,
+        help="params: util.globals + an .irpa beside the module (default); inline: "
+        "dense_resource blobs in the module",
+    )
+    parser.add_argument("--params", metavar="WEIGHTS.irpa", help="where the archive goes")
+    parser.add_argument(
+        "--torch-dialect",
+        action="store_true",
+        help="write the FX importer's torch-dialect IR, not the lowered linalg",
+    )
+    parser.set_defaults(run=run_import)
+
+
+def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.iree import RuntimeFailure
+    from dcmlir.tools.cli import CliError
+
+    if args.params and args.weights != "params":
+        raise CliError("--params names the weights file of --weights params only")
+    layers, hidden, heads, ffn = args.bert_config
+    try:
+        config = EncoderConfig(
+            hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=args.seq, seed=args.seed
+        )
+    except ValueError as error:
+        raise CliError(f"--bert-config: {error}") from None
+    try:
+        import torch
+
+        from dcmlir.models import torch_import
+    except ImportError:
+        raise CliError(
+            "import-torch needs PyTorch: pip install 'dcmlir[torch]' (CPU torch is enough)"
+        ) from None
+    started = time.perf_counter()
+    try:
+        if args.model == "hf-bert":
+            model = torch_import.hf_bert_model(config)
+            example, input_dims = [torch.zeros((1, 7), dtype=torch.int64)], [{1: "seq"}]
+        else:
+            torch.manual_seed(config.seed)
+            model = torch_import.TorchEncoder(config).eval()
+            example, input_dims = [torch.randn(7, hidden)], None
+        imported = torch_import.import_torch(
+            model,
+            example,
+            {"seq": config.seq},
+            input_dims=input_dims,
+            weights=args.weights,
+            lower=not args.torch_dialect,
+        )
+        parameters = imported.save(args.output, args.params)
+    except torch_import.TorchImportError as error:
+        raise CliError(str(error)) from None
+    except OSError as error:
+        raise CliError(f"cannot write '{error.filename}': {error.strerror}") from None
+    except RuntimeFailure as error:
+        raise CliError(str(error)) from None
+    size = Path(args.output).stat().st_size
+    form = "torch dialect" if args.torch_dialect else "linalg on tensors"
+    print(f"{args.model}: {config.describe()}", file=out)
+    print(f"wrote {args.output} ({_human(size)}, {form}, @main, weights {args.weights})", file=out)
+    if parameters is not None:
+        archive = Path(parameters.path)
+        print(
+            f"wrote {archive} ({_human(archive.stat().st_size)}, scope '{parameters.scope}')",
+            file=out,
+        )
+    print(f"in {time.perf_counter() - started:.1f} s", file=out)
+    return 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,8 +226,13 @@ def export_program(
         shapes.append({dim: dims[name] for dim, name in mapping.items()})
     model = model.eval()
     try:
-        program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=tuple(shapes))
-        program = program.run_decompositions(decomposition_table())
+        with warnings.catch_warnings():
+            # torch 2.13's own pytree code trips its LeafSpec deprecation: not the user's business
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            program = torch.export.export(
+                model, tuple(example_inputs), dynamic_shapes=tuple(shapes)
+            )
+            program = program.run_decompositions(decomposition_table())
     except Exception as err:  # torch raises many types here; all mean "cannot export"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TorchImportError(f"torch.export failed: {first}") from err
