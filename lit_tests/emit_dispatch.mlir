@@ -119,3 +119,115 @@ func.func @untouched(%x: tensor<?x768xf32>, %w: tensor<768x3072xf32>, %init: ten
   %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x3072xf32>) outs(%init : tensor<?x3072xf32>) -> tensor<?x3072xf32>
   return %r : tensor<?x3072xf32>
 }
+
+// The elementwise ops IREE fuses into the matmul's dispatch (bias, then an
+// activation: single-use, all-parallel generics) are cloned into every branch
+// after the kernel, so each branch is still one dispatch; the row reduction
+// (not elementwise) and the second user of %act read the cascade's result.
+// CHECK-LABEL: func.func @dense_bias_act
+// CHECK-SAME: (%[[X3:.*]]: tensor<?x768xf32>, %[[W3:.*]]: tensor<768x768xf32>, %[[B3:.*]]: tensor<768xf32>)
+// CHECK: %[[E3:.*]] = tensor.empty
+// CHECK: %[[I3:.*]] = linalg.fill
+// CHECK-NOT: linalg.generic
+// CHECK: %[[R3:.*]] = scf.if %{{.*}} -> (tensor<?x768xf32>) {
+// CHECK-NEXT: %[[FB3:.*]] = linalg.matmul {dcmlir.kernel = "fallback"} ins(%[[X3]], %[[W3]] : {{.*}}) outs(%[[I3]] : tensor<?x768xf32>)
+// CHECK-NEXT: %[[FB3B:.*]] = linalg.generic {{.*}} ins(%[[FB3]], %[[B3]] : tensor<?x768xf32>, tensor<768xf32>) outs(%[[E3]] : tensor<?x768xf32>)
+// CHECK: arith.addf
+// CHECK: %[[FB3A:.*]] = linalg.generic {{.*}} ins(%[[FB3B]] : tensor<?x768xf32>) outs(%[[E3]] : tensor<?x768xf32>)
+// CHECK: math.tanh
+// CHECK: scf.yield %[[FB3A]] : tensor<?x768xf32>
+// CHECK-NEXT: } else {
+// CHECK: %[[K3:.*]] = linalg.matmul {compilation_info = #[[CI_SKINNY]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"}
+// CHECK-NEXT: %[[K3B:.*]] = linalg.generic {{.*}} ins(%[[K3]], %[[B3]] : tensor<?x768xf32>, tensor<768xf32>)
+// CHECK: %[[K3A:.*]] = linalg.generic {{.*}} ins(%[[K3B]] : tensor<?x768xf32>)
+// CHECK: scf.yield %[[K3A]] : tensor<?x768xf32>
+// CHECK: linalg.matmul {dcmlir.kernel = "default"}
+// CHECK-NEXT: linalg.generic
+// CHECK: linalg.matmul {compilation_info = #[[CI_SQUARE]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"}
+// CHECK-NEXT: linalg.generic
+// CHECK: %[[SUM3:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} ins(%[[R3]] : tensor<?x768xf32>)
+// CHECK: return %[[R3]], %[[SUM3]] : tensor<?x768xf32>, tensor<?xf32>
+func.func @dense_bias_act(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %b: tensor<768xf32>) -> (tensor<?x768xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16, 2 fused consumer(s) in each branch}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %biased = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x768xf32>, tensor<768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%v: f32, %bias: f32, %o: f32):
+    %s = arith.addf %v, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %act = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%biased : tensor<?x768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  } -> tensor<?x768xf32>
+  %row = tensor.empty(%m) : tensor<?xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%row : tensor<?xf32>) -> tensor<?xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %sum = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+      ins(%act : tensor<?x768xf32>) outs(%acc : tensor<?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.addf %v, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  return %act, %sum : tensor<?x768xf32>, tensor<?xf32>
+}
+
+// A result with two users is not fused by IREE either: nothing moves into the branches.
+// CHECK-LABEL: func.func @dense_two_users
+// CHECK: %[[R4:.*]] = scf.if
+// CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
+// CHECK-NEXT: scf.yield
+// CHECK: linalg.matmul {compilation_info = #[[CI_SKINNY]]
+// CHECK-NEXT: scf.yield
+// CHECK: linalg.matmul {dcmlir.kernel = "default"}
+// CHECK-NEXT: scf.yield
+// CHECK: linalg.matmul {compilation_info = #[[CI_SQUARE]]
+// CHECK-NEXT: scf.yield
+// CHECK: %[[G4:.*]] = linalg.generic {{.*}} ins(%[[R4]], %[[R4]] : tensor<?x768xf32>, tensor<?x768xf32>)
+// CHECK: return %[[G4]]
+func.func @dense_two_users(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %sq = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %r : tensor<?x768xf32>, tensor<?x768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<?x768xf32>
+  return %sq : tensor<?x768xf32>
+}
+
+// In IREE's util.func (the global-optimization level), the cascade's dynamic
+// result is tied to its size, read from the op's init, so IREE can resolve it.
+// CHECK-LABEL: util.func public @dense_global_opt
+// CHECK: %[[I5:.*]] = linalg.fill
+// CHECK: %[[R5:.*]] = scf.if
+// CHECK: %[[C05:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[D5:.*]] = tensor.dim %[[I5]], %[[C05]] : tensor<?x768xf32>
+// CHECK-NEXT: %[[T5:.*]] = flow.tensor.tie_shape %[[R5]] : tensor<?x768xf32>{%[[D5]]}
+// CHECK-NEXT: util.return %[[T5]] : tensor<?x768xf32>
+util.func public @dense_global_opt(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  util.return %r : tensor<?x768xf32>
+}

@@ -389,11 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=cmd_demo)
 
-    from dcmlir.tools import cmd_bench, cmd_measure, cmd_models, cmd_tune
+    from dcmlir.tools import cmd_bench, cmd_measure, cmd_models, cmd_run_model, cmd_tune
 
     cmd_measure.add_parser(commands)
     cmd_models.add_parsers(commands)
     cmd_tune.add_parsers(commands)
+    cmd_run_model.add_parser(commands)
     cmd_bench.add_parser(commands)
 
     cache = commands.add_parser(

@@ -13,10 +13,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune = commands.add_parser(
         "tune",
         help="tune every dynamic workload of a module and write a plan",
-        description="Find the module's dynamic-shape contractions (identical ops tuned once), "
+        description="Find the module's dynamic-shape contractions (identical ops tuned once; a "
+        "whole model works: its workloads are found where IREE's codegen sees them, see "
+        "--level), split the budget over them by their estimated share of model time, "
         "measure micro-kernels on their cherry-picked shapes, fit the cost model, select at most "
         "--max-kernels kernels per workload by set cover, verify by measurement until the budget "
-        "is spent, and write the plan (kernels + decision tree). Resumes from the records file.",
+        "is spent, and write the plan (kernels + decision tree) and the model's workload graph "
+        "beside it (PLAN.graph.json). Resumes from the records file.",
     )
     tune.add_argument("input", metavar="INPUT.mlir")
     tune.add_argument("--target", default="llvm-cpu", choices=("llvm-cpu", "cuda"))
@@ -40,14 +43,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune.add_argument("--min-time", type=float, default=0.03, metavar="S")
     tune.add_argument("--rounds", type=int, default=3)
     tune.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    tune.add_argument(
+        "--level",
+        default="auto",
+        choices=("auto", "input", "global-optimization"),
+        help="where the workloads are found and the dispatch emitted: the module as given, "
+        "or after IREE's global optimization (the forms codegen sees); auto: the latter "
+        "when it changes the workloads (default: %(default)s)",
+    )
     tune.set_defaults(run=run_tune)
 
     compile_ = commands.add_parser(
         "compile",
         help="emit a plan's dispatch into a module and compile it with IREE",
         description="Replace each planned op by an scf.if cascade over its tuned kernels "
-        "(IREE's default outside the tuned range) and compile the module for the plan's target. "
-        "Function names and signatures are unchanged: a drop-in for IREE's own compilation.",
+        "(IREE's default outside the tuned range) and compile the module for the plan's target, "
+        "at the level the plan was tuned at (global optimization: the module is lowered there "
+        "first and IREE resumes from it). Function names and signatures are unchanged: a "
+        "drop-in for IREE's own compilation.",
     )
     compile_.add_argument("input", metavar="INPUT.mlir")
     compile_.add_argument("--plan", required=True, metavar="plan.json")
@@ -92,6 +105,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             min_time=args.min_time,
             rounds=args.rounds,
             timeout=args.timeout,
+            level=args.level,
             stream=err,
         )
     except (TuneError, DatabaseError) as error:
@@ -100,7 +114,10 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         print(line, file=out)
     for line in report.skipped:
         print(f"left to IREE: {line}", file=err)
-    print(f"plan written to {args.output} ({report.seconds:.0f} s)", file=out)
+    for line in report.model_lines():
+        print(line, file=out)
+    graph = f"; workload graph in {report.graph_path}" if report.graph_path else ""
+    print(f"plan written to {args.output} ({report.seconds:.0f} s){graph}", file=out)
     return 0
 
 

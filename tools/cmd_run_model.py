@@ -1,0 +1,152 @@
+"""``dcmlir run-model``: a tuned model and IREE's default build of it, checked and timed per T."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import IO
+
+from dcmlir.measure import MeasureSettings
+from dcmlir.target import Target
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = commands.add_parser(
+        "run-model",
+        help="check and time a tuned model against IREE's default build, per sequence length",
+        description="Compile MODEL.mlir twice (with the plan's dispatch, and as IREE compiles it "
+        "by default; both cached), load both in one process, and at each sequence length check "
+        "every output against a reference (max abs error <= 1e-4 of the output's scale) and time "
+        "the builds side by side, interleaved in rounds (largest T first, as a warm-up). With the "
+        "torch reference, torch eager runs beside them with the device's thread count.",
+    )
+    run.add_argument("model", metavar="MODEL.mlir")
+    run.add_argument("--plan", required=True, metavar="plan.json")
+    run.add_argument(
+        "--seq",
+        default="1,7,64,128",
+        metavar="T,T,...",
+        help="sequence lengths, e.g. 1,7,64,128 or 1:128 (default: %(default)s)",
+    )
+    run.add_argument(
+        "--reference",
+        default="auto",
+        choices=("auto", "numpy", "torch", "default"),
+        help="what outputs are checked against: the generated encoder in numpy (float64) or in "
+        "torch (float64; torch eager is then timed too), or IREE's default build; auto: torch "
+        "when installed, else numpy, for a generated encoder, else default (default: %(default)s)",
+    )
+    run.add_argument(
+        "--device",
+        default="local-sync",
+        choices=("local-sync", "local-task"),
+        help="IREE runtime device (default: %(default)s, one thread)",
+    )
+    run.add_argument("--function", default="main", help="function to run (default: %(default)s)")
+    run.add_argument(
+        "--params", default=None, metavar="X.irpa", help="parameter archive (default: MODEL.irpa)"
+    )
+    run.add_argument("--vmfb", default=None, metavar="tuned.vmfb", help="take this tuned build")
+    run.add_argument(
+        "--default-vmfb", default=None, metavar="default.vmfb", help="take this default build"
+    )
+    run.add_argument("--min-time", type=float, default=0.05, metavar="S")
+    run.add_argument("--rounds", type=int, default=5)
+    run.add_argument("--json", default=None, metavar="OUT.json", help="also write the rows here")
+    run.set_defaults(run=run_model_command)
+
+
+def parse_seq(text: str) -> list[int]:
+    """``1,7,64`` or ``1:8`` (inclusive) or a mix: positive, distinct, in the given order."""
+    from dcmlir.tools.cli import CliError
+
+    found: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        lo, colon, hi = item.partition(":")
+        values = [lo, hi] if colon else [lo]
+        if not all(v.isascii() and v.isdigit() and int(v) >= 1 for v in values):
+            raise CliError(f"--seq: '{item}' is not a positive integer or LO:HI (e.g. 1,7,64,128)")
+        numbers = range(int(lo), int(hi) + 1) if colon else [int(lo)]
+        if colon and int(lo) > int(hi):
+            raise CliError(f"--seq: range '{item}' is reversed")
+        found += [n for n in numbers if n not in found]
+    return found
+
+
+def _read_vmfb(path: str, option: str) -> bytes:
+    from dcmlir.tools.cli import CliError
+
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise CliError(f"{option}: cannot read '{path}': {err.strerror}") from None
+
+
+def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.iree import RuntimeFailure
+    from dcmlir.model_run import ModelRunError, parameters_for, run_model
+    from dcmlir.tools.cli import PROG, CliError, read_input
+    from dcmlir.tuner import TuneError, compile, compile_default
+
+    seq_lens = parse_seq(args.seq)
+    if args.min_time <= 0 or args.rounds < 1:
+        raise CliError("--min-time must be > 0 and --rounds >= 1")
+    source, text = read_input(args.model)
+    try:
+        parameters = parameters_for(args.model, text, args.params)
+        print(f"{PROG}: building {source} with the plan and with IREE's default", file=err)
+        tuned = (
+            _read_vmfb(args.vmfb, "--vmfb")
+            if args.vmfb
+            else compile(args.model, plan=args.plan, stream=err).vmfb
+        )
+        default = (
+            _read_vmfb(args.default_vmfb, "--default-vmfb")
+            if args.default_vmfb
+            else compile_default(args.model, _plan_backend(args.plan))
+        )
+        settings = MeasureSettings(
+            min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time
+        )
+        run = run_model(
+            text,
+            tuned,
+            default,
+            seq_lens,
+            function=args.function,
+            parameters=parameters,
+            reference=args.reference,
+            device=args.device,
+            settings=settings,
+            progress=lambda t: print(f"{PROG}: T={t}", file=err),
+        )
+    except (TuneError, ModelRunError, RuntimeFailure) as error:
+        raise CliError(str(error)) from None
+    print(
+        f"{source} on {args.device} ({run.threads} thread{'s' if run.threads > 1 else ''}); "
+        f"every output checked against {run.reference} (max abs error <= "
+        f"{settings.rtol:g} x output scale); medians of {settings.rounds} interleaved rounds, "
+        f"each sample >= {settings.min_time:g} s over {settings.input_sets} random inputs; "
+        "speedup: IREE default time / dcmlir time, per round",
+        file=out,
+    )
+    for line in run.table():
+        print(line, file=out)
+    if args.json:
+        Path(args.json).write_text(json.dumps(run.to_json(), indent=1) + "\n", encoding="utf-8")
+    for failure in run.failures:
+        print(f"{PROG}: error: {failure}", file=err)
+    return 1 if run.failures else 0
+
+
+def _plan_backend(plan: str) -> Target:
+    """The target the plan was tuned for, so the default build is for the same one."""
+    from dcmlir.plan import Plan, PlanError
+    from dcmlir.tools.cli import CliError
+
+    try:
+        return Plan.load(plan).target
+    except PlanError as err:
+        raise CliError(str(err)) from None
