@@ -386,7 +386,16 @@ def main() -> int:
         help="sync: tune + bench on local-sync; cost: exhaustive tuning cost; task: local-task",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
+    parser.add_argument(
+        "--scratch",
+        metavar="DIR",
+        help="a trial run: outputs and records under DIR, docs/ left alone",
+    )
     args = parser.parse_args()
+    if args.scratch:
+        global OUT, RECORDS, DOCS
+        OUT, RECORDS = Path(args.scratch) / "out", Path(args.scratch) / "records"
+        DOCS = Path(args.scratch)
     names = [n.strip() for n in args.workloads.split(",")]
     unknown = [n for n in names if n not in texts]
     if unknown:
