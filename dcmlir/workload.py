@@ -275,15 +275,34 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
 def equal_dynamic_loops(
     op: ir.Operation, extents: list[tuple[int | None, DimSource]]
 ) -> tuple[tuple[int, ...], ...]:
-    """Groups (two or more) of dynamic loops whose extents trace to the same argument dims."""
-    groups: dict[frozenset[ArgDim], list[int]] = {}
-    for loop, (extent, source) in enumerate(extents):
-        if extent is not None:
+    """Groups (two or more) of dynamic loops whose extents are one run-time value.
+
+    Every operand dim that carries a loop is traced back to argument dims; loops that
+    share one (directly, or through another loop) are one group. An output sized
+    ``tensor.empty(%t, %t)`` ties its two loops even when the inputs come from
+    different arguments: the program says they are equal.
+    """
+    maps = _maps_or_none(op) or []
+    dynamic = ir.ShapedType.get_dynamic_size()
+    loops = [loop for loop, (extent, _) in enumerate(extents) if extent is None]
+    origins: dict[int, set[ArgDim]] = {loop: set() for loop in loops}
+    for value, amap in zip(op.operands, maps, strict=False):
+        shape = _shaped_operand_shape(value)
+        if shape is None:
             continue
-        origin = trace_dim(op.operands[source.operand], source.dim)
-        if origin.arg_dims:
-            groups.setdefault(frozenset(origin.arg_dims), []).append(loop)
-    return tuple(tuple(loops) for loops in groups.values() if len(loops) > 1)
+        for position, expr in enumerate(amap.results):
+            loop = expr.position if isinstance(expr, ir.AffineDimExpr) else None
+            if loop in origins and shape[position] == dynamic:
+                origins[loop] |= trace_dim(value, position).arg_dims
+    groups: list[tuple[set[int], set[ArgDim]]] = []
+    for loop in loops:
+        members, args = {loop}, set(origins[loop])
+        for group in [g for g in groups if g[1] & args]:
+            groups.remove(group)
+            members |= group[0]
+            args |= group[1]
+        groups.append((members, args))
+    return tuple(tuple(sorted(m)) for m, args in groups if len(m) > 1 and args)
 
 
 SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "bf16")

@@ -1,0 +1,393 @@
+"""Whole models: tuned, compiled at IREE's global-optimization level, checked for every T.
+
+The models come from the encoder generator (no torch): a 2-layer BERT-base
+encoder checked at every sequence length 1..128 (one build, one loaded function),
+small encoders for the graph, the budget split and the CLI, and a hand-written
+module with the contraction forms a PyTorch import produces.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dcmlir
+from dcmlir.iree import load_function
+from dcmlir.model_graph import (
+    ModelGraph,
+    graph_path_for,
+    interpolated_seconds,
+    probe_shapes,
+    run_shapes,
+    split_budget,
+    work,
+)
+from dcmlir.models.bert import (
+    BERT_BASE,
+    EncoderConfig,
+    encoder_reference,
+    generate_encoder,
+    random_input,
+    save_model,
+)
+from dcmlir.plan import Plan
+from dcmlir.tools.cli import main
+from dcmlir.tuner import load_model
+
+FAST = {"min_time": 0.002, "rounds": 2}
+TINY = EncoderConfig(hidden=64, heads=2, ffn=128, layers=2, seq=(1, 16), seed=3)
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    return float(np.max(np.abs(actual - expected)) / np.max(np.abs(expected)))
+
+
+# --- the 2-layer BERT-base encoder, every T in 1..128 ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bert_base(tmp_path_factory: pytest.TempPathFactory):
+    """The generator's 2-layer BERT-base encoder, tuned with a small budget and compiled."""
+    directory = tmp_path_factory.mktemp("bert-base")
+    model = generate_encoder(BERT_BASE, "params")
+    parameters = save_model(model, directory / "bert.mlir")
+    report = dcmlir.tune(
+        directory / "bert.mlir",
+        budget=40,
+        db=directory / "records.jsonl",
+        output=directory / "plan.json",
+        stream=io.StringIO(),
+        **FAST,
+    )
+    compiled = dcmlir.compile(
+        directory / "bert.mlir",
+        plan=directory / "plan.json",
+        emit_mlir=directory / "bert.dispatch.mlir",
+    )
+    return model, parameters, report, compiled, directory
+
+
+def test_bert_base_two_layers_matches_numpy_at_every_t_from_1_to_128(bert_base) -> None:
+    model, parameters, _report, compiled, _ = bert_base
+    function = load_function(compiled.vmfb, "main", parameters=parameters)
+    weights = {name: w.astype(np.float64) for name, w in model.weights.items()}  # cast once
+    worst = 0.0
+    for t in range(1, 129):
+        x = random_input(model.config, t)
+        (out,) = function(x)
+        error = relative_error(out, encoder_reference(model.config, weights, x))
+        assert error <= 1e-4, f"T={t}: relative error {error:.2e}"
+        worst = max(worst, error)
+    assert worst > 0  # a real comparison, not two copies of one array
+
+
+def test_bert_base_is_tuned_at_global_optimization_with_one_plan_per_distinct_workload(
+    bert_base,
+) -> None:
+    _model, _parameters, report, compiled, directory = bert_base
+    # the K transpose folds into the scores batch matmul only at global optimization
+    assert report.level == "global-optimization"
+    assert "batch_matmul -> batch_matmul_transpose_b" in report.level_reason
+    graph = report.graph
+    assert graph is not None
+    assert graph.graph.number_of_nodes() == 12  # 6 contractions per layer
+    assert set(graph.counts().values()) == {2}  # identical layers share keys: tuned once
+    kinds = sorted(w.kind for w in graph.workloads.values())
+    assert kinds == [
+        "batch_matmul",
+        "batch_matmul_transpose_b",
+        "matmul",
+        "matmul",
+        "matmul",
+        "matmul",
+    ]
+    # the budget: probes plus every search's measurements, within what was asked
+    assert report.probes == 4 * 6
+    assert report.measurements <= 40 + 6  # a search may end one verification pair over
+    parts = [graph.estimates[key].budget for key in graph.workloads]
+    assert sum(parts) == 40 - report.probes
+    # attention's T x T: tuned on the diagonal only, both loops dispatched on
+    for item in report.workloads:
+        if item.workload.kind.startswith("batch_matmul"):
+            assert item.workload.equal_loops
+            assert all(len(set(s.dims)) == 1 for s in item.plan.shapes)
+            assert len(item.plan.shapes) == 128
+    assert compiled.dispatched == 12
+    mlir = (directory / "bert.dispatch.mlir").read_text()
+    assert "util.func public @main" in mlir and "flow.tensor.tie_shape" in mlir
+    saved = json.loads(graph_path_for(directory / "plan.json").read_text())
+    assert saved["level"] == "global-optimization"
+    assert {w["key"] for w in saved["workloads"]} == set(graph.workloads)
+    assert Plan.load(directory / "plan.json").level == "global-optimization"
+    table = "\n".join(report.model_lines())
+    assert "where model time goes" in table and "1 linalg.softmax" not in table
+
+
+# --- the graph and the budget split on a small encoder -----------------------------------------
+
+
+def graph_of(config: EncoderConfig, level: str, tmp_path: Path) -> ModelGraph:
+    path = tmp_path / "model.mlir"
+    save_model(generate_encoder(config, "params"), path)
+    return load_model(path, (), io.StringIO(), level=level).graph
+
+
+def test_graph_nodes_edges_and_keys_of_a_two_layer_encoder(tmp_path: Path) -> None:
+    graph = graph_of(TINY, "global-optimization", tmp_path)
+    assert graph.graph.number_of_nodes() == 12
+    kinds = {n: d["kind"] for n, d in graph.graph.nodes(data=True)}
+    assert [kinds[f"op{i}"] for i in range(6)] == [
+        "matmul",  # qkv
+        "batch_matmul_transpose_b",  # scores
+        "batch_matmul",  # context
+        "matmul",  # out
+        "matmul",  # ffn1
+        "matmul",  # ffn2
+    ]
+    edges = set(graph.graph.edges())
+    layer = {("op0", "op1"), ("op0", "op2"), ("op1", "op2"), ("op2", "op3"), ("op3", "op4")}
+    assert layer <= edges
+    assert ("op5", "op6") in edges  # ffn2 -> (residual, layernorm) -> the next layer's qkv
+    # scores -> context goes through the untuned softmax
+    assert "linalg.softmax" in graph.graph.edges["op1", "op2"]["through"]
+    assert graph.graph.graph["left_to_iree"]["linalg.softmax"] == 2
+    # the second layer's ops have the first layer's keys
+    for i in range(6):
+        assert graph.graph.nodes[f"op{i}"]["key"] == graph.graph.nodes[f"op{i + 6}"]["key"]
+
+
+def test_flops_shares_and_the_split(tmp_path: Path) -> None:
+    graph = graph_of(TINY, "global-optimization", tmp_path)
+    estimates = graph.estimate()  # no timings: shares of FLOPs
+    assert {e.source for e in estimates.values()} == {"flops"}
+    shares = graph.shares()
+    assert math.isclose(sum(shares.values()), 1.0)
+    by_space = {graph.graph.nodes[graph.ops_of(k)[0]]["space"]: s for k, s in shares.items()}
+    ffn1, ffn2 = by_space["?[1..16]x128x64"], by_space["?[1..16]x64x128"]
+    qkv, out = by_space["?[1..16]x192x64"], by_space["?[1..16]x64x64"]
+    assert math.isclose(ffn1, ffn2) and qkv > ffn1 > out  # FFN 2x hidden, QKV 3x
+    parts = graph.split(100)
+    assert sum(parts.values()) == 100
+    floor = math.floor(0.25 * 100 / 6)
+    assert min(parts.values()) >= floor
+    assert parts[max(shares, key=shares.get)] == max(parts.values())
+
+
+def test_measured_probes_decide_the_shares(tmp_path: Path) -> None:
+    graph = graph_of(TINY, "global-optimization", tmp_path)
+    slow = next(k for k, w in graph.workloads.items() if w.kind == "batch_matmul")
+
+    def timings(workload):
+        """IREE's default 100x slower per FLOP on the context batch matmul than elsewhere."""
+        rate = 1e7 if workload.key == slow else 1e9
+        return {s: work(workload, s) / rate for s in probe_shapes(workload)}
+
+    estimates = graph.estimate(timings)
+    assert {e.source for e in estimates.values()} == {"measured"}
+    shares = graph.shares()
+    assert max(shares, key=shares.get) == slow
+    assert graph.split(60)[slow] == max(graph.split(60).values())
+
+
+def test_split_budget_floor_rounding_and_small_budgets() -> None:
+    parts = split_budget({"a": 0.7, "b": 0.2, "c": 0.1}, 100)
+    assert sum(parts.values()) == 100
+    assert parts["a"] > parts["b"] > parts["c"] >= 8  # floor: a quarter of an even split
+    assert split_budget({"a": 1.0, "b": 0.0}, 10) == {"a": 9, "b": 1}
+    assert split_budget({"a": 1.0, "b": 1.0, "c": 1.0}, 2) == {"a": 1, "b": 1, "c": 1}
+    assert split_budget({}, 10) == {}
+
+
+def test_run_shapes_probe_shapes_and_interpolation(tmp_path: Path) -> None:
+    graph = graph_of(TINY, "global-optimization", tmp_path)
+    by_kind = {w.kind: w for w in graph.workloads.values()}
+    scores = by_kind["batch_matmul_transpose_b"]
+    assert run_shapes(scores) == [(t, t) for t in range(1, 17)]  # T x T: the diagonal
+    assert probe_shapes(scores) == [(1, 1), (5, 5), (9, 9), (16, 16)]
+    dense = by_kind["matmul"]
+    assert run_shapes(dense) == [(t,) for t in range(1, 17)]
+    # a constant throughput interpolates to time proportional to FLOPs
+    seconds = interpolated_seconds(dense, {(1,): 1.0, (16,): 16.0}, [(1,), (4,), (16,)])
+    assert np.allclose(seconds, [1.0, 4.0, 16.0])
+
+
+def test_auto_level_keeps_the_input_when_global_optimization_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    from conftest import DENSE
+
+    path = tmp_path / "dense.mlir"
+    path.write_text(DENSE)
+    model = load_model(path, ["1:8"], io.StringIO())
+    assert model.level == "input"
+    assert "leaves the workloads as they are" in model.level_reason
+    assert "func.func @dense" in model.text
+
+
+# --- the contraction forms of a PyTorch import --------------------------------------------------
+
+FORMS = """
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#y = affine_map<(m, n, k) -> (m, n)>
+func.func @forms(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>,
+                 %q: tensor<4x?x16xf32>, %k: tensor<4x?x16xf32>) -> (tensor<?x64xf32>, tensor<4x?x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %t0 = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %t = util.assume.int %t0<umin = 1, umax = 24> : index
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty(%t) : tensor<?x96xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?x96xf32>) -> tensor<?x96xf32>
+  %h = linalg.matmul indexing_maps = [#x, #wt, #y] ins(%x, %w1 : tensor<?x64xf32>, tensor<96x64xf32>) outs(%f1 : tensor<?x96xf32>) -> tensor<?x96xf32>
+  %e2 = tensor.empty(%t) : tensor<?x64xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?x64xf32>) -> tensor<?x64xf32>
+  %y = linalg.generic {indexing_maps = [#x, #wt, #y], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%h, %w2 : tensor<?x96xf32>, tensor<64x96xf32>) outs(%f2 : tensor<?x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?x64xf32>
+  %es = tensor.empty(%t, %t) : tensor<4x?x?xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
+  %s = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>]
+      ins(%q, %k : tensor<4x?x16xf32>, tensor<4x?x16xf32>) outs(%fs : tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
+  return %y, %s : tensor<?x64xf32>, tensor<4x?x?xf32>
+}
+"""
+
+
+def test_forms_of_an_import_are_found_with_their_ties(tmp_path: Path) -> None:
+    path = tmp_path / "forms.mlir"
+    path.write_text(FORMS)
+    model = load_model(path, (), io.StringIO(), level="input")
+    found = sorted((w.kind, w.op_name) for w in model.workloads)
+    assert found == [
+        ("batch_matmul_transpose_b", "linalg.batch_matmul"),
+        ("matmul_transpose_b", "linalg.generic"),
+        ("matmul_transpose_b", "linalg.matmul"),
+    ]
+    (scores,) = [w for w in model.workloads if w.kind.startswith("batch")]
+    assert scores.equal_loops == ((1, 2),)  # both T loops come from %x's dim 0
+    assert [d.range for d in scores.dynamic_dims] == [(1, 24), (1, 24)]  # util.assume.int
+
+
+@pytest.mark.parametrize("level", ["input", "global-optimization"])
+def test_forms_tuned_compiled_and_checked(tmp_path: Path, level: str) -> None:
+    """Transposed-B named matmul, a generic contraction, T x T batch matmul: every T checked."""
+    path = tmp_path / "forms.mlir"
+    path.write_text(FORMS)
+    report = dcmlir.tune(
+        path,
+        budget=24,
+        db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
+        level=level,
+        stream=io.StringIO(),
+        **FAST,
+    )
+    kinds = {item.workload.kind for item in report.workloads}
+    assert kinds == {"matmul_transpose_b", "batch_matmul_transpose_b"}
+    (scores,) = [i for i in report.workloads if i.workload.kind.startswith("batch_matmul")]
+    assert scores.workload.equal_loops == ((1, 2),)
+    compiled = dcmlir.compile(path, plan=tmp_path / "plan.json")
+    assert compiled.dispatched == len(report.workloads) == 3
+    function = load_function(compiled.vmfb, "forms")
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((96, 64), dtype=np.float32)
+    w2 = rng.standard_normal((64, 96), dtype=np.float32)
+    for t in (1, 2, 5, 8, 13, 24):
+        x = rng.standard_normal((t, 64), dtype=np.float32)
+        q = rng.standard_normal((4, t, 16), dtype=np.float32)
+        k = rng.standard_normal((4, t, 16), dtype=np.float32)
+        y, s = function(x, w1, w2, q, k)
+        h = x.astype(np.float64) @ w1.T.astype(np.float64)
+        assert relative_error(y, h @ w2.T.astype(np.float64)) <= 1e-4
+        assert relative_error(s, np.einsum("bmk,bnk->bmn", q, k.astype(np.float64))) <= 1e-4
+
+
+# --- the command line on a tiny encoder --------------------------------------------------------
+
+
+def test_cli_generate_tune_compile_run_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    model = tmp_path / "tiny.mlir"
+    assert (
+        main(
+            [
+                "generate-bert",
+                "-o",
+                str(model),
+                "--layers",
+                "1",
+                "--hidden",
+                "64",
+                "--heads",
+                "2",
+                "--ffn",
+                "128",
+                "--seq",
+                "1:16",
+            ]
+        )
+        == 0
+    )
+    plan = tmp_path / "plan.json"
+    code = main(
+        [
+            "tune",
+            str(model),
+            "--budget",
+            "30",
+            "--db",
+            str(tmp_path / "r.jsonl"),
+            "-o",
+            str(plan),
+            "--min-time",
+            "0.002",
+            "--rounds",
+            "2",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "level: global-optimization" in out
+    assert "where model time goes" in out and "share" in out
+    assert f"workload graph in {tmp_path / 'plan.graph.json'}" in out
+    code = main(
+        [
+            "run-model",
+            str(model),
+            "--plan",
+            str(plan),
+            "--seq",
+            "1,5:6,16",
+            "--min-time",
+            "0.002",
+            "--rounds",
+            "2",
+            "--json",
+            str(tmp_path / "run.json"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "geomean speedup of dcmlir over IREE default" in captured.out
+    rows = json.loads((tmp_path / "run.json").read_text())["rows"]
+    assert [r["t"] for r in rows] == [1, 5, 6, 16]
+    assert all(r["max_rel_error"] <= 1e-4 and not r["errors"] for r in rows)
+
+
+def test_run_model_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    model = tmp_path / "tiny.mlir"
+    save_model(generate_encoder(TINY, "params"), model)
+    (tmp_path / "tiny.irpa").unlink()
+    assert main(["run-model", str(model), "--plan", str(tmp_path / "none.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tiny.irpa' does not exist; give --params" in err
+    assert main(["run-model", str(model), "--plan", "p.json", "--seq", "0,3"]) == 1
+    assert "--seq: '0' is not a positive integer" in capsys.readouterr().err
