@@ -33,6 +33,11 @@ from dcmlir.workload import Workload
 
 Shape = tuple[int, ...]  # the dynamic loops' values, in loop order
 
+TD_ON_CUDA = (
+    "the transform-dialect route (--route td) builds llvm-cpu only; on cuda use --route config "
+    "(IREE's TileAndFuse pipeline; docs/routes.md says why)"
+)
+
 
 def shape_dims(workload: Workload, shape: Shape) -> dict[int, int]:
     """``(17,)`` -> ``{0: 17}`` for the workload's dynamic loops."""
@@ -43,6 +48,17 @@ def shape_dims(workload: Workload, shape: Shape) -> dict[int, int]:
             f"(loops {', '.join(f'd{i}' for i in loops)})"
         )
     return dict(zip(loops, shape, strict=True))
+
+
+class NoDevice(RuntimeError):
+    """Timing was asked for on a target whose device is not here (CUDA without a GPU)."""
+
+    @classmethod
+    def for_arch(cls, arch: str) -> NoDevice:
+        return cls(
+            f"no CUDA GPU present: timing {arch} kernels needs one (compile-only: dcmlir measure"
+            " --target cuda builds candidates, dcmlir compile builds a CUDA plan)"
+        )
 
 
 @dataclass
@@ -75,6 +91,11 @@ class Measurer:
 
     Keep one per tuning run (``with Measurer(...) as m:``): variants built once
     are reused by later calls, and the measuring process stays up.
+
+    A CUDA target on a machine without a GPU: with ``compile_only`` the
+    variants are built and recorded and the call says so in one line;
+    without it, :meth:`measure_pairs` raises :class:`NoDevice` before building
+    (a tuner that needs timings must stop, not loop on empty reports).
     """
 
     def __init__(
@@ -88,6 +109,7 @@ class Measurer:
         chunk_size: int = 48,
         build_timeout: float | None = 600.0,
         stream: IO[str] | None = None,
+        compile_only: bool = False,
     ) -> None:
         from dcmlir.routes import ConfigRoute
 
@@ -95,6 +117,9 @@ class Measurer:
         self.target = target
         self.db = db
         self.route = route if route is not None else ConfigRoute()
+        if isinstance(target, CudaTarget) and self.route.name == "td":
+            raise ValueError(TD_ON_CUDA)
+        self.compile_only = compile_only
         settings = runner_settings or RunnerSettings()
         if isinstance(target, CudaTarget) and settings.driver.startswith("local-"):
             settings = dataclasses.replace(settings, driver="cuda")  # a GPU target runs on it
@@ -195,6 +220,9 @@ class Measurer:
             todo.setdefault(shape, {})[candidate.key()] = candidate
         if not todo:
             return report
+        no_gpu = isinstance(self.target, CudaTarget) and not cuda_device_available()
+        if no_gpu and not self.compile_only:
+            raise NoDevice.for_arch(self.target.arch)
         needed = {key: c for group in todo.values() for key, c in group.items()}
         needed.setdefault(DefaultCandidate().key(), DefaultCandidate())
         built = self._build(list(needed.values()))
@@ -205,7 +233,7 @@ class Measurer:
                 report.build_failures[key] = built[key].error or ""
                 report.records[(key, shape)] = self._build_failures[key]
                 del group[key]
-        if isinstance(self.target, CudaTarget) and not cuda_device_available():
+        if no_gpu:
             report.skipped_no_device = True
             ok = sum(v.ok for v in built.values())
             print(

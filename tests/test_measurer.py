@@ -118,7 +118,9 @@ def test_cuda_without_gpu_builds_records_and_says_so(tmp_path: Path) -> None:
     stream = io.StringIO()
     target = CudaTarget.from_overrides({"arch": "sm_90"})
     candidates = [DefaultCandidate(), candidate_from_key("cuda:wg32x64:t4x4:k8:p")]
-    with Measurer(workload, target, db, runner_settings=FAST, stream=stream) as m:
+    with Measurer(
+        workload, target, db, runner_settings=FAST, stream=stream, compile_only=True
+    ) as m:
         report = m.measure(candidates, [(4,)])
     assert report.skipped_no_device
     assert "no CUDA GPU present: built 2 variant(s) for sm_90" in stream.getvalue()

@@ -12,11 +12,11 @@ from typing import IO
 
 from dcmlir.database import DatabaseError, RecordDatabase
 from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import Measurer, MeasureReport, Shape
+from dcmlir.measurer import TD_ON_CUDA, Measurer, MeasureReport, Shape
 from dcmlir.routes import route_named
 from dcmlir.runner import RunnerSettings
 from dcmlir.space import DefaultCandidate, select_candidates, space_for
-from dcmlir.target import Target, parse_overrides, target_from_name
+from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.workload import Workload
 
 
@@ -149,6 +149,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         target = make_target(args)
     except ValueError as error:
         raise CliError(f"--target: {error}") from None
+    if isinstance(target, CudaTarget) and args.route == "td":
+        raise CliError(TD_ON_CUDA)
     source, text = read_input(args.input)
     listing = list_workloads(text, source, None, err)
     unique: dict[str, Workload] = {}
@@ -179,7 +181,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         print(f"{len(candidates)} candidates, route {route.name}, records {args.db}", file=out)
         try:
             with Measurer(
-                workload, target, db, route=route, runner_settings=settings, stream=err
+                workload,
+                target,
+                db,
+                route=route,
+                runner_settings=settings,
+                stream=err,
+                compile_only=True,  # CUDA without a GPU: build, record, say so
             ) as measurer:
                 report = measurer.measure(candidates, shapes)
         except DatabaseError as error:

@@ -81,13 +81,29 @@ def _checked(args: argparse.Namespace) -> None:
         raise CliError("--min-time and --timeout must be > 0 and --rounds >= 1")
     if args.target != "cuda" and args.arch is not None:
         raise CliError("--arch applies to --target cuda only")
+    if args.target == "cuda" and args.route == "td":
+        from dcmlir.measurer import TD_ON_CUDA
+
+        raise CliError(TD_ON_CUDA)
 
 
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.measurer import NoDevice
     from dcmlir.tools.cli import CliError
     from dcmlir.tuner import TuneError, tune
 
     _checked(args)
+    if args.target == "cuda":
+        from dcmlir.iree import cuda_device_available
+        from dcmlir.target import CudaTarget
+
+        if not cuda_device_available():
+            try:
+                arch = CudaTarget.from_overrides({"arch": args.arch} if args.arch else {}).arch
+            except ValueError as error:
+                raise CliError(f"--arch: {error}") from None
+            print(f"dcmlir: {NoDevice.for_arch(arch)}; no plan written", file=err)
+            return 0
     try:
         report = tune(
             args.input,
@@ -108,6 +124,9 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             level=args.level,
             stream=err,
         )
+    except NoDevice as error:  # CUDA without a GPU: one line, exit 0, no plan (docs/cuda.md)
+        print(f"dcmlir: {error}; no plan written", file=err)
+        return 0
     except (TuneError, DatabaseError) as error:
         raise CliError(str(error)) from None
     for line in report.lines():
