@@ -121,17 +121,24 @@ def test_a_crashing_worker_fails_one_variant_and_is_restarted(
     )
     variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
     with Runner(settings) as runner:
+        request = runner._request
+        killer: list[threading.Thread] = []
 
-        def kill_soon() -> None:
-            time.sleep(0.3)  # inside the first sample
-            worker = runner._worker
-            assert worker is not None
-            os.kill(worker.process.pid, signal.SIGKILL)
+        def request_then_kill(timing, command, variant, argument):
+            """Kill the worker 0.2 s into the first sample (each sample runs 0.5 s).
 
-        killer = threading.Thread(target=kill_soon)
-        killer.start()
+            Timed from the sample request, not from the start: on a loaded machine
+            loading and checking alone can take longer than any fixed delay.
+            """
+            if command == "sample" and not killer:
+                pid = runner._worker.process.pid  # type: ignore[union-attr]
+                killer.append(threading.Timer(0.2, os.kill, (pid, signal.SIGKILL)))
+                killer[0].start()
+            return request(timing, command, variant, argument)
+
+        runner._request = request_then_kill  # type: ignore[method-assign]
         result = runner.measure_shape(variants, problem(workload, 2))
-        killer.join()
+        killer[0].join()
     errors = [t.error for t in result.timings.values()]
     assert sum(e is not None and "died (signal 9)" in e for e in errors) == 1
     survivors = [t for t in result.timings.values() if t.error is None]
