@@ -56,7 +56,7 @@ from dcmlir.inputs import read_source
 from dcmlir.iree import compiler_version, cuda_device_available
 from dcmlir.kernel import input_dtypes, input_shapes
 from dcmlir.measure import MeasureSettings, Timing
-from dcmlir.measurer import Measurer, MeasureReport, shape_dims
+from dcmlir.measurer import Measurer, MeasureReport, NoDevice, shape_dims
 from dcmlir.plan import Plan, PlanError, WorkloadPlan
 from dcmlir.progress import Progress
 from dcmlir.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
@@ -332,7 +332,7 @@ def bench(
     device = settings.device
     if isinstance(target, CudaTarget):
         if not cuda_device_available():
-            raise NoDevice(f"no CUDA GPU present: dcmlir bench needs one to time {target.arch}")
+            raise NoDevice.for_arch(target.arch)
         device = "cuda"
     ranks = len(workload.dynamic_dims)
     given = [s * ranks if len(s) == 1 else tuple(s) for s in shapes or ()]
@@ -393,10 +393,6 @@ def bench(
         rows,
         info,
     )
-
-
-class NoDevice(RuntimeError):
-    """The target's device is not here (a CUDA plan on a machine without a GPU)."""
 
 
 class _Builder:

@@ -10,12 +10,12 @@ from dcmlir.bench import (
     DEFAULT_BUCKETS,
     BenchError,
     BenchSettings,
-    NoDevice,
     bench,
     markdown,
     write_outputs,
 )
 from dcmlir.database import DatabaseError
+from dcmlir.measurer import NoDevice
 
 Shape = tuple[int, ...]
 
