@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dispatch_interpreter import walk_cascade
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -152,57 +153,6 @@ def opt(args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = DcmlirOptMain(args=args, stdout=out, stderr=err).run()
     return code, out.getvalue(), err.getvalue()
-
-
-# --- an interpreter for the emitted cascade ---------------------------------------------------
-
-_PREDICATES: dict[int, Callable[[int, int], bool]] = {
-    0: lambda a, b: a == b,
-    1: lambda a, b: a != b,
-    6: lambda a, b: a < b,  # ult (values are non-negative)
-    7: lambda a, b: a <= b,  # ule
-    8: lambda a, b: a > b,  # ugt
-    9: lambda a, b: a >= b,  # uge
-}
-
-
-def walk_cascade(
-    func: ir.Operation, arg_shapes: list[tuple[int, ...]]
-) -> tuple[ir.Operation, list[bool]]:
-    """Follow the function's scf.if branches for given argument shapes.
-
-    Returns the contraction the taken path runs and the branch taken at each
-    scf.if (True: then). Only what the cascade uses is evaluated: constants,
-    tensor.dim of arguments, arith.cmpi, arith.ori, scf.if, scf.yield.
-    """
-    env: dict[ir.Value, Any] = {}
-    path: list[bool] = []
-
-    def run(block: ir.Block) -> Any:
-        for op in block.operations:
-            name = op.operation.name
-            if name == "arith.constant" and isinstance(op.result.type, ir.IndexType):
-                env[op.result] = ir.IntegerAttr(op.attributes["value"]).value
-            elif name == "tensor.dim" and isinstance(op.operands[0], ir.BlockArgument):
-                shape = arg_shapes[op.operands[0].arg_number]
-                env[op.result] = shape[env[op.operands[1]]]
-            elif name == "arith.cmpi":
-                predicate = ir.IntegerAttr(op.attributes["predicate"]).value
-                env[op.result] = _PREDICATES[predicate](env[op.operands[0]], env[op.operands[1]])
-            elif name == "arith.ori":
-                env[op.result] = env[op.operands[0]] or env[op.operands[1]]
-            elif name == "scf.if":
-                taken = bool(env[op.operands[0]])
-                path.append(taken)
-                env[op.results[0]] = run(op.regions[0 if taken else 1].blocks[0])
-            elif name in ("scf.yield", "func.return"):
-                return env[op.operands[0]]
-            elif name.startswith("linalg.") and name != "linalg.fill":
-                env[op.results[0]] = op.operation
-        raise AssertionError("block without a terminator")
-
-    reached = run(func.regions[0].blocks[0])
-    return reached, path
 
 
 def info_text(op: ir.Operation) -> str | None:
