@@ -65,6 +65,21 @@ class MatmulForm:
         )
 
 
+def contract(spec: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.einsum(spec, a, b)`` through the BLAS matmul when the spec is a (batched) matmul.
+
+    The float64 reference every variant is checked against: plain ``np.einsum``
+    runs a scalar loop (0.33 s for 128x768 @ 768x2304, against 0.06 s), and the
+    checks run on every input set of every shape measured.
+    """
+    try:
+        form = MatmulForm.parse(spec)
+    except ValueError:
+        return np.einsum(spec, a, b)
+    product = a.transpose(form.a_axes) @ b.transpose(form.b_axes)
+    return np.ascontiguousarray(product.transpose(form.out_axes))
+
+
 class HostFunction:
     """One library's contraction with :class:`~dcmlir.iree.LoadedFunction`'s interface."""
 

@@ -360,7 +360,7 @@ def _worker_main(driver: str) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
     import numpy as np
 
-    from dcmlir.host_baselines import load_host_functions
+    from dcmlir.host_baselines import contract, load_host_functions
     from dcmlir.iree import load_functions
     from dcmlir.measure import Timer, check_outputs, random_inputs
 
@@ -391,7 +391,7 @@ def _worker_main(driver: str) -> None:
                 for arrays in random_inputs(shapes, sets=sets, seed=seed)
             ]
             expected = [
-                [np.einsum(spec, *(a.astype(np.float64) for a in arrays))] for arrays in inputs
+                [contract(spec, *(a.astype(np.float64) for a in arrays))] for arrays in inputs
             ]
             return None
         _, path, name, argument = request

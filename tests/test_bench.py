@@ -18,7 +18,7 @@ from dcmlir.baselines import (
 from dcmlir.bench import BASELINES, BenchError, BenchSettings, bench, load_result
 from dcmlir.build import build
 from dcmlir.decision_tree import Leaf, Split
-from dcmlir.host_baselines import HostFunction, MatmulForm, device_threads
+from dcmlir.host_baselines import HostFunction, MatmulForm, contract, device_threads
 from dcmlir.iree import load_function
 from dcmlir.kernel import input_shapes, reference
 from dcmlir.mlir import ir, parse_module
@@ -236,6 +236,8 @@ def test_host_functions_compute_the_contraction(spec: str, shapes: list[tuple[in
     function = HostFunction("numpy", spec, threads=1)
     (out,) = function.to_host(function.invoke(function.prepare(inputs)))
     np.testing.assert_allclose(out, np.einsum(spec, *inputs), rtol=1e-5)
+    wide = [x.astype(np.float64) for x in inputs]  # the reference every variant is checked with
+    np.testing.assert_allclose(contract(spec, *wide), np.einsum(spec, *wide), rtol=1e-12)
 
 
 def test_matmul_form_rejects_what_is_not_a_matmul() -> None:
