@@ -8,6 +8,7 @@ release and revision, the target, every flag, the IR text and, for
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -15,6 +16,8 @@ import logging
 import os
 import platform
 import re
+import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -36,6 +39,9 @@ __all__ = [
     "compile_module",
     "default_cache",
     "default_cache_dir",
+    "remove_stale_scratch",
+    "scratch_directory",
+    "stale_scratch",
     "target_flags",
 ]
 
@@ -206,6 +212,75 @@ def clear_cache() -> int:
     return default_cache().clear()
 
 
+# --- scratch directories -------------------------------------------------------------------
+
+SCRATCH_PATTERN = re.compile(r"^dcmlir-([a-z]+)-(\d+)-[^/]+$")
+"""``dcmlir-ROLE-PID-XXXXXXXX``: the scratch directories of :func:`scratch_directory`."""
+
+
+def scratch_directory(role: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory (in ``$TMPDIR``) named for its role and this process.
+
+    Removed when closed, as any ``TemporaryDirectory``; a process killed with SIGKILL
+    cannot do that, and the process id in the name is how a later run tells such a
+    leftover (:func:`stale_scratch`) from a directory another live run is using.
+    """
+    return tempfile.TemporaryDirectory(prefix=f"dcmlir-{role}-{os.getpid()}-")
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def stale_scratch(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """This user's scratch directories whose process is gone (killed before cleaning up)."""
+    base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = SCRATCH_PATTERN.match(entry.name)
+        if match is None or int(match.group(2)) == os.getpid():
+            continue
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        mine = entry.is_dir() and not entry.is_symlink() and info.st_uid == os.getuid()
+        if mine and not _process_alive(int(match.group(2))):
+            found.append(entry)
+    return sorted(found)
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # gone meanwhile: nothing to count
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def remove_stale_scratch(directory: str | os.PathLike[str] | None = None) -> tuple[int, int]:
+    """Delete :func:`stale_scratch`; (directories removed, bytes freed)."""
+    removed = freed = 0
+    for path in stale_scratch(directory):
+        size = _tree_bytes(path)
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed += 1
+            freed += size
+    return removed, freed
+
+
 # --- build ---------------------------------------------------------------------------------
 
 
@@ -278,8 +353,17 @@ def _error_summary(log_text: str, returncode: int) -> str:
     lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
     first = next((i for i, line in enumerate(lines) if _DIAGNOSTIC.search(line)), 0)
     kept = lines[first : first + _MAX_ERROR_LINES]
-    if not kept:
-        return f"iree-compile failed with exit code {returncode} and printed nothing"
     if len(lines) > first + _MAX_ERROR_LINES:
         kept.append(f"... ({len(lines) - first - _MAX_ERROR_LINES} more lines)")
+    if returncode < 0:  # killed by a signal: a crash (its stack dump, if any, follows)
+        kept.insert(0, f"iree-compile crashed ({_signal_name(-returncode)})")
+    if not kept:
+        return f"iree-compile failed with exit code {returncode} and printed nothing"
     return "\n".join(kept)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -9,18 +9,29 @@ variant becomes a failed build with IREE's error, never an abort.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dcmlir.build import Build, BuildError, HasCompileFlags, build, default_cache
+from dcmlir.build import (
+    Build,
+    BuildError,
+    HasCompileFlags,
+    build,
+    default_cache,
+    scratch_directory,
+)
 from dcmlir.kernel import KernelVariant, kernel_module_text
 from dcmlir.workload import Workload
 
 DEFAULT_CHUNK = 48
+COMPILE_FLOOR_S = 60.0
+COMPILE_PER_VARIANT_S = 10.0
+"""The time limit of one compile: this floor plus this much per variant in the chunk
+(~0.25 s per variant is usual on 2 cores), capped by ``Builder(timeout=...)``. Scaled so
+that a variant that hangs iree-compile costs a few minutes of bisection, not an hour."""
 
 
 class Candidate(Protocol):
@@ -112,14 +123,18 @@ class Builder:
 
         self.target = target
         self.route = route if route is not None else ConfigRoute()
-        self._tempdir = (
-            None if workdir is not None else tempfile.TemporaryDirectory(prefix="dcmlir-")
-        )
+        self._tempdir = None if workdir is not None else scratch_directory("build")
         self.workdir = workdir if workdir is not None else Path(self._tempdir.name)  # type: ignore[union-attr]
         self.chunk_size = max(1, chunk_size)
-        self.timeout = timeout
+        self.timeout = timeout  # seconds per compile at most (see COMPILE_FLOOR_S)
         self.module_attributes = module_attributes
         self.stats = BuildStats()
+
+    def time_limit(self, variants: int) -> float | None:
+        """Seconds one compile of ``variants`` variants may take before it counts as a hang."""
+        if self.timeout is None:
+            return None
+        return min(self.timeout, COMPILE_FLOOR_S + COMPILE_PER_VARIANT_S * variants)
 
     def close(self) -> None:
         """Remove the module files (when the builder made its own working directory)."""
@@ -181,7 +196,7 @@ class Builder:
             self.target,
             request.flags,
             source_name=f"{workload.key}.mlir",
-            timeout=self.timeout,
+            timeout=self.time_limit(len(chunk)),
             uncached_flags=request.uncached_flags,
         )
         elapsed = time.perf_counter() - start

@@ -55,6 +55,10 @@ KINDS = ("measure", "build")
 """A timing of one shape, or the outcome of building a variant (its failure, mostly)."""
 
 _MAX_PROBLEMS_LOGGED = 5
+FULL_DISK_FIX = (
+    "free some space (or keep the records on another disk) and run again: "
+    "every record written so far is kept and reused"
+)
 
 
 class DatabaseError(Exception):
@@ -536,7 +540,9 @@ class RecordDatabase:
                 _rollback(fd, size)
                 reason = f"short write, {written} of {len(data)} bytes (is the disk full?)"
                 raise DatabaseError(
-                    f"cannot append a record to {self.path}: {reason}", self.path, errno.ENOSPC
+                    f"cannot append a record to {self.path}: {reason}; {FULL_DISK_FIX}",
+                    self.path,
+                    errno.ENOSPC,
                 )
             if self.fsync:
                 os.fsync(fd)
@@ -551,6 +557,8 @@ class RecordDatabase:
 
     def _error(self, action: str, err: OSError) -> DatabaseError:
         reason = err.strerror or str(err)
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            reason = f"{reason}; {FULL_DISK_FIX}"
         return DatabaseError(f"{action} {self.path}: {reason}", self.path, err.errno)
 
     # --- reading ---------------------------------------------------------------------------

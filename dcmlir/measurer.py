@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from dcmlir.build import remove_stale_scratch, scratch_directory
 from dcmlir.builder import Builder, BuiltVariant, Route
 from dcmlir.database import Record, RecordDatabase
 from dcmlir.iree import cuda_device_available
@@ -130,6 +131,7 @@ class Measurer:
         self._built: dict[str, BuiltVariant] = {}
         self._build_failures: dict[str, Record] = {}
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._recorded_builds: set[str] | None = None  # candidates with a successful build
         self._runner: Runner | None = None
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -165,7 +167,11 @@ class Measurer:
         failed_builds = {key: r for key, r in builds.items() if r.failed}
         return measures, failed_builds
 
-    def _record_build(self, built: BuiltVariant) -> Record:
+    def _record_build(self, built: BuiltVariant) -> Record | None:
+        """Record a failed build, or the first successful one (a resumed run that rebuilds
+        a variant from the cache adds no line: the records say it builds already)."""
+        if built.error is None and built.candidate.key() in self._built_before():
+            return None
         common = {
             "workload": self.workload,
             "target": self.target,
@@ -178,7 +184,20 @@ class Measurer:
         else:
             record = Record.built(**common, extra=extra)
         self.db.append(record)
+        if built.error is None:
+            self._built_before().add(built.candidate.key())
         return record
+
+    def _built_before(self) -> set[str]:
+        if self._recorded_builds is None:
+            self._recorded_builds = {
+                record.candidate_key
+                for record in self.db.records(
+                    self.workload.key, self.target.key(), self.route.name, kind="build"
+                )
+                if record.all_shapes
+            }
+        return self._recorded_builds
 
     # -- the loop ----------------------------------------------------------------------------
     def measure(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> MeasureReport:
@@ -266,12 +285,23 @@ class Measurer:
             file=self.stream,
         )
 
+    def _sweep_leftovers(self) -> None:
+        """Remove the scratch directories of runs killed before they could (kill -9)."""
+        removed, freed = remove_stale_scratch()
+        if removed:
+            print(
+                f"dcmlir: removed {removed} temporary director{'y' if removed == 1 else 'ies'}"
+                f" ({freed / 1e6:.1f} MB) left in {tempfile.gettempdir()} by killed runs",
+                file=self.stream,
+            )
+
     def _build(self, candidates: list[Candidate]) -> dict[str, BuiltVariant]:
         """Build the candidates this measurer has not built yet; all of them, by key."""
         missing = [c for c in candidates if c.key() not in self._built]
         if missing:
             if self._workdir is None:
-                self._workdir = tempfile.TemporaryDirectory(prefix="dcmlir-variants-")
+                self._sweep_leftovers()
+                self._workdir = scratch_directory("variants")
             progress = Progress(len(missing), f"build {self.workload.kind}", self.stream)
             with Builder(
                 self.target,
@@ -287,7 +317,7 @@ class Measurer:
             for result in results:
                 record = self._record_build(result)
                 self._built[result.candidate.key()] = result
-                if result.error is not None:
+                if result.error is not None and record is not None:
                     self._build_failures[result.candidate.key()] = record
         return {c.key(): self._built[c.key()] for c in candidates}
 

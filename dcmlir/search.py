@@ -11,6 +11,9 @@
    measurement, refit, and select again; stop when the budget is spent or
    nothing is left worth measuring.
 
+A failed build or run is infinitely slow where it failed (everywhere, if it never
+ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
+
 ``budget`` counts timed (candidate, shape) pairs, including those the records
 already hold, so a resumed search makes the same decisions as an
 uninterrupted one and re-measures nothing.
@@ -31,6 +34,7 @@ import numpy as np
 
 from dcmlir.cost_model import pad
 from dcmlir.database import Record
+from dcmlir.measure import MismatchError
 from dcmlir.measurer import Measurer, Shape
 from dcmlir.progress import Progress
 from dcmlir.space import Candidate, DefaultCandidate
@@ -39,6 +43,11 @@ from dcmlir.workload import Workload
 UNSEEN_REMAINDER = 2.0
 """How much slower than predicted a kernel is assumed on shapes its tiles do not divide,
 while it has only been measured on shapes they do (see ``_candidate_correction``)."""
+
+
+def wrong_results(record: Record) -> bool:
+    """Whether a record says its kernel computed wrong numbers (the runner's output check)."""
+    return record.failed and MismatchError.__name__ in (record.error or "")
 
 
 class CostModelLike(Protocol):
@@ -184,9 +193,16 @@ class ShapeGenericSearch:
             return
         report = self.measurer.measure_pairs(fresh)
         self.measured_now += report.measured
-        for (key, shape), record in report.records.items():
-            self.records[(key, shape)] = record
-            self.measured[(key, shape)] = record.median if record.ok else math.inf
+        # In the order asked, not the order the measurer found them (records first, then
+        # timed largest shape first): a resumed run then feeds the model and the estimate
+        # the same sequence as an uninterrupted one, down to the last bit of every float.
+        asked = {(c.key(), s): None for c, s in fresh}
+        for pair in [*asked, *(p for p in report.records if p not in asked)]:
+            record = report.records.get(pair)
+            if record is None:
+                continue
+            self.records[pair] = record
+            self.measured[pair] = record.median if record.ok else math.inf
         self.model.update([r for r in self.records.values() if r.ok])
 
     # -- estimating --------------------------------------------------------------------------
@@ -227,6 +243,9 @@ class ShapeGenericSearch:
         for (key, shape), seconds in self.measured.items():
             if key in column_of and shape in self.shape_index:
                 estimate[self.shape_index[shape], column_of[key]] = seconds
+        for (key, _), record in self.records.items():
+            if key in column_of and wrong_results(record):
+                estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
 
     def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:

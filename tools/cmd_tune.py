@@ -129,6 +129,13 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return 0
     except (TuneError, DatabaseError) as error:
         raise CliError(str(error)) from None
+    except KeyboardInterrupt:  # Ctrl-C: every record is a whole line, so nothing is lost
+        print(
+            f"dcmlir: interrupted; the records in {args.db} are kept: run the same command "
+            "again to resume (nothing recorded is measured again)",
+            file=err,
+        )
+        return 130
     for line in report.lines():
         print(line, file=out)
     for line in report.skipped:
