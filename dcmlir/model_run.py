@@ -125,11 +125,17 @@ class Reference:
     torch_variant: Variant | None = None
 
 
-def reference_for(kind: str, text: str, default: LoadedFunction, threads: int) -> Reference:
-    """The reference ``kind`` (see :data:`REFERENCES`) for the module ``text``."""
+def reference_for(
+    kind: str, text: str, default: LoadedFunction, threads: int, config: Any = None
+) -> Reference:
+    """The reference ``kind`` (see :data:`REFERENCES`) for the module ``text``.
+
+    ``config``: the :class:`~dcmlir.models.bert.EncoderConfig` the module was
+    generated from, when the caller knows it (else it is read from the module).
+    """
     if kind not in REFERENCES:
         raise ModelRunError(f"--reference: '{kind}' is not one of {', '.join(REFERENCES)}")
-    config = _encoder_config(text)
+    config = config if config is not None else _encoder_config(text)
     if kind == "default" or (kind == "auto" and config is None):
         return Reference("IREE's default build", lambda inputs: default(*inputs))
     if config is None:
@@ -142,9 +148,8 @@ def reference_for(kind: str, text: str, default: LoadedFunction, threads: int) -
     weights = make_weights(config)
     if kind == "torch" or (kind == "auto" and _torch_available()):
         return _torch_reference(config, weights, threads)
-    return Reference(
-        "numpy (float64)", lambda inputs: [encoder_reference(config, weights, inputs[0])]
-    )
+    wide = {name: w.astype(np.float64) for name, w in weights.items()}  # cast once, not per call
+    return Reference("numpy (float64)", lambda inputs: [encoder_reference(config, wide, inputs[0])])
 
 
 def _encoder_config(text: str) -> Any:
@@ -313,8 +318,13 @@ def run_model(
     device: str = "local-sync",
     settings: MeasureSettings | None = None,
     progress: Callable[[int], None] | None = None,
+    config: Any = None,
 ) -> ModelRun:
-    """Check and time the tuned and default builds of one module at every ``T``."""
+    """Check and time the tuned and default builds of one module at every ``T``.
+
+    ``config``: the generated encoder's config when the caller has it (see
+    :func:`reference_for`).
+    """
     settings = settings or MeasureSettings(min_time=0.05, rounds=5, warmup=0.1, rtol=RTOL)
     tuned = load_function(tuned_vmfb, function, device, parameters=parameters)
     default = load_function(default_vmfb, function, device, parameters=parameters)
@@ -322,7 +332,7 @@ def run_model(
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
     threads = threads_of(device)
-    chosen = reference_for(reference, text, default, threads)
+    chosen = reference_for(reference, text, default, threads, config)
     variants: list[Variant] = [IreeVariant(DEFAULT, default), IreeVariant(TUNED, tuned)]
     if chosen.torch_variant is not None:
         variants.append(chosen.torch_variant)

@@ -35,7 +35,14 @@ from dcmlir.inputs import read_source
 from dcmlir.measure import MeasureSettings
 from dcmlir.measurer import Measurer
 from dcmlir.mlir import ir
-from dcmlir.model_graph import ModelGraph, Shape, graph_path_for, probe_shapes, run_shapes
+from dcmlir.model_graph import (
+    PROBE_FRACTIONS,
+    ModelGraph,
+    Shape,
+    graph_path_for,
+    probe_shapes,
+    run_shapes,
+)
 from dcmlir.pass_base import PassContext, PassFailure
 from dcmlir.plan import LEVELS, Plan, WorkloadPlan
 from dcmlir.routes import route_named
@@ -46,6 +53,9 @@ from dcmlir.target import Target, target_from_name
 from dcmlir.workload import Workload
 
 LEVEL_CHOICES = ("auto", *LEVELS)
+PROBES_FROM = 2 * len(PROBE_FRACTIONS)
+"""Budget per workload from which IREE's default is probed for the split (half of it at
+most goes to probes); below that the shares are FLOPs shares."""
 GLOBAL_OPT = "global-optimization"
 
 
@@ -95,6 +105,11 @@ class TuneReport:
             lines.append(
                 "where model time goes, IREE's default per call averaged over the range "
                 f"(from {self.probes} probe measurements); the budget follows the shares:"
+            )
+        elif len(self.workloads) > 1:
+            lines.append(
+                "where model time goes, by FLOPs (budget too small to probe IREE's default); "
+                "the budget follows the shares:"
             )
         else:
             lines.append("where model time goes (one workload: the whole budget is its own):")
@@ -339,7 +354,11 @@ def tune(
             )
             for w in found
         }
-        probes = _probe_defaults(graph, measurers, stream) if len(found) > 1 else {}
+        probes = (
+            _probe_defaults(graph, measurers, stream)
+            if len(found) > 1 and budget >= PROBES_FROM * len(found)
+            else {}
+        )
         graph.estimate(lambda w: probes.get(w.key, {}))
         probe_count = sum(len(p) for p in probes.values())
         parts = graph.split(max(budget - probe_count, len(found)))
@@ -431,8 +450,19 @@ def _record_outcome(
             estimate.default_search_seconds = estimate.ops * sum(default) / len(default)
 
 
+TREE_TOLERANCE = 0.01
+"""A shallower tree is kept when its picks cost at most 1% more than the selection's
+(estimated, geomean and total over the training shapes)."""
+
+
 def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:
-    """The plan of one searched workload: its kernels, choices and the costs behind them."""
+    """The plan of one searched workload: its kernels, choices and the costs behind them.
+
+    Without ``max_depth`` the tree is the shallowest one whose picks cost within
+    :data:`TREE_TOLERANCE` of the selection: the selection often alternates between
+    near-equal kernels from one shape to the next, which an exact tree pays for with
+    dozens of splits (and kernels) and no speed.
+    """
     predicted: dict[tuple[int, ...], list[float]] = {}
     measured: dict[tuple[int, ...], float | None] = {}
     for shape in search.shapes:
@@ -443,15 +473,30 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
         predicted[shape] = row
         seconds, was_measured = search.kernel_cost(shape, search.choice[shape])
         measured[shape] = seconds if was_measured and math.isfinite(seconds) else None
-    return WorkloadPlan.build(
-        search.workload,
-        search.kernels,
-        search.choice,
-        predicted,
-        measured,
-        max_depth,
-        routes=route,
-    )
+
+    def fitted(depth: int | None) -> WorkloadPlan:
+        return WorkloadPlan.build(
+            search.workload,
+            search.kernels,
+            search.choice,
+            predicted,
+            measured,
+            depth,
+            routes=route,
+        )
+
+    if max_depth is not None:
+        return fitted(max_depth)
+    exact = fitted(None)
+    for depth in range(exact.tree.depth):
+        candidate = fitted(depth)
+        if _within(candidate.report.geomean_slowdown) and _within(candidate.report.total_slowdown):
+            return candidate
+    return exact
+
+
+def _within(slowdown: float | None) -> bool:
+    return slowdown is None or slowdown <= TREE_TOLERANCE
 
 
 @dataclass

@@ -11,7 +11,7 @@
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
-// TD: emit_dispatch.mlir:[[# @LINE + 56]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+// TD: emit_dispatch.mlir:[[# @LINE + 68]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
 
 // The configs of the dense plan's two tuned kernels (kernel 0 is IREE's default).
 // CHECK-DAG: #[[SKINNY:.*]] = #iree_cpu.lowering_config<distribution = [8, 128, 0], vector_common_parallel = [1, 16, 0], vector_reduction = [0, 0, 8]>
@@ -25,7 +25,10 @@
 
 // The DietCode dense layer, M in 1..16, 3 kernels: M <= 4 -> the skinny
 // kernel, 5..8 -> IREE's default, 9..16 -> the square one. Outside 1..16
-// (0 included) the op runs without a config (IREE's own lowering).
+// (0 included) the op runs without a config (IREE's own lowering). Inside, the
+// tree is evaluated with arith.select to a position among the distinct kernels
+// it uses (0: default, 1: skinny, 2: square), and a balanced scf.if search over
+// the positions runs one clone per kernel.
 // CHECK-LABEL: func.func @dense
 // CHECK-SAME: (%[[X:.*]]: tensor<?x768xf32>, %[[W:.*]]: tensor<768x768xf32>) -> tensor<?x768xf32>
 // CHECK: %[[INIT:.*]] = linalg.fill
@@ -42,22 +45,31 @@
 // CHECK-NEXT: } else {
 // CHECK-NEXT: %[[C8:.*]] = arith.constant 8 : index
 // CHECK-NEXT: %[[LE8:.*]] = arith.cmpi ule, %[[M]], %[[C8]] : index
-// CHECK-NEXT: %[[R8:.*]] = scf.if %[[LE8]] -> (tensor<?x768xf32>) {
 // CHECK-NEXT: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-NEXT: %[[LE4:.*]] = arith.cmpi ule, %[[M]], %[[C4]] : index
-// CHECK-NEXT: %[[R4:.*]] = scf.if %[[LE4]] -> (tensor<?x768xf32>) {
-// CHECK-NEXT: %[[K1:.*]] = linalg.matmul {compilation_info = #[[CI_SKINNY]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
-// CHECK-NEXT: scf.yield %[[K1]] : tensor<?x768xf32>
-// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[SKINNY_POS:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[DEFAULT_POS:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[SEL4:.*]] = arith.select %[[LE4]], %[[SKINNY_POS]], %[[DEFAULT_POS]] : index
+// CHECK-NEXT: %[[SQUARE_POS:.*]] = arith.constant 2 : index
+// CHECK-NEXT: %[[CASE:.*]] = arith.select %[[LE8]], %[[SEL4]], %[[SQUARE_POS]] : index
+// CHECK-NEXT: %[[P0:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[IS0:.*]] = arith.cmpi ule, %[[CASE]], %[[P0]] : index
+// CHECK-NEXT: %[[R0:.*]] = scf.if %[[IS0]] -> (tensor<?x768xf32>) {
 // CHECK-NEXT: %[[K0:.*]] = linalg.matmul {dcmlir.kernel = "default"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
 // CHECK-NEXT: scf.yield %[[K0]] : tensor<?x768xf32>
-// CHECK-NEXT: }
-// CHECK-NEXT: scf.yield %[[R4]] : tensor<?x768xf32>
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[P1:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[IS1:.*]] = arith.cmpi ule, %[[CASE]], %[[P1]] : index
+// CHECK-NEXT: %[[R1:.*]] = scf.if %[[IS1]] -> (tensor<?x768xf32>) {
+// CHECK-NEXT: %[[K1:.*]] = linalg.matmul {compilation_info = #[[CI_SKINNY]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
+// CHECK-NEXT: scf.yield %[[K1]] : tensor<?x768xf32>
 // CHECK-NEXT: } else {
 // CHECK-NEXT: %[[K2:.*]] = linalg.matmul {compilation_info = #[[CI_SQUARE]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[INIT]] : tensor<?x768xf32>)
 // CHECK-NEXT: scf.yield %[[K2]] : tensor<?x768xf32>
 // CHECK-NEXT: }
-// CHECK-NEXT: scf.yield %[[R8]] : tensor<?x768xf32>
+// CHECK-NEXT: scf.yield %[[R1]] : tensor<?x768xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.yield %[[R0]] : tensor<?x768xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[R]] : tensor<?x768xf32>
 func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
@@ -73,7 +85,8 @@ func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768
 
 // Attention scores, two dynamic dims: M (d1, read from %q dim 1) and N (d2,
 // read from %k dim 2), both in 1..16. M <= 4 -> skinny; else N <= 8 ->
-// default, N > 8 -> square. Both dims are range-checked first.
+// default, N > 8 -> square. Both dims are range-checked first; the tree tests
+// both dims, once each.
 // CHECK-LABEL: func.func @scores
 // CHECK-SAME: (%[[Q:.*]]: tensor<12x?x64xf32>, %[[K:.*]]: tensor<12x64x?xf32>, %[[I:.*]]: tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
 // CHECK: %[[P1:.*]] = arith.constant 1 : index
@@ -91,14 +104,19 @@ func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768
 // CHECK-NEXT: linalg.batch_matmul {dcmlir.kernel = "fallback"} ins(%[[Q]], %[[K]] : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%[[I]] : tensor<12x?x?xf32>)
 // CHECK: } else {
 // CHECK-NEXT: %[[C4B:.*]] = arith.constant 4 : index
-// CHECK-NEXT: arith.cmpi ule, %[[SM]], %[[C4B]] : index
-// CHECK-NEXT: scf.if
-// CHECK-NEXT: linalg.batch_matmul {compilation_info = #[[CI_SKINNY_B]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"}
-// CHECK: } else {
+// CHECK-NEXT: %[[MLE4:.*]] = arith.cmpi ule, %[[SM]], %[[C4B]] : index
 // CHECK: %[[C8B:.*]] = arith.constant 8 : index
-// CHECK-NEXT: arith.cmpi ule, %[[SN]], %[[C8B]] : index
+// CHECK-NEXT: %[[NLE8:.*]] = arith.cmpi ule, %[[SN]], %[[C8B]] : index
+// CHECK: %[[BYN:.*]] = arith.select %[[NLE8]], %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: %[[CASEB:.*]] = arith.select %[[MLE4]], %{{.*}}, %[[BYN]] : index
+// CHECK-NOT: tensor.dim
+// CHECK: arith.cmpi ule, %[[CASEB]]
 // CHECK-NEXT: scf.if
 // CHECK-NEXT: linalg.batch_matmul {dcmlir.kernel = "default"}
+// CHECK: } else {
+// CHECK: arith.cmpi ule, %[[CASEB]]
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: linalg.batch_matmul {compilation_info = #[[CI_SKINNY_B]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"}
 // CHECK: } else {
 // CHECK-NEXT: linalg.batch_matmul {compilation_info = #[[CI_SQUARE_B]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"}
 // CHECK: return %[[R2]] : tensor<12x?x?xf32>
@@ -137,12 +155,12 @@ func.func @untouched(%x: tensor<?x768xf32>, %w: tensor<768x3072xf32>, %init: ten
 // CHECK: math.tanh
 // CHECK: scf.yield %[[FB3A]] : tensor<?x768xf32>
 // CHECK-NEXT: } else {
+// CHECK: linalg.matmul {dcmlir.kernel = "default"}
+// CHECK-NEXT: linalg.generic
 // CHECK: %[[K3:.*]] = linalg.matmul {compilation_info = #[[CI_SKINNY]], dcmlir.kernel = "cpu:wg8x128:v1x16:k8"}
 // CHECK-NEXT: %[[K3B:.*]] = linalg.generic {{.*}} ins(%[[K3]], %[[B3]] : tensor<?x768xf32>, tensor<768xf32>)
 // CHECK: %[[K3A:.*]] = linalg.generic {{.*}} ins(%[[K3B]] : tensor<?x768xf32>)
 // CHECK: scf.yield %[[K3A]] : tensor<?x768xf32>
-// CHECK: linalg.matmul {dcmlir.kernel = "default"}
-// CHECK-NEXT: linalg.generic
 // CHECK: linalg.matmul {compilation_info = #[[CI_SQUARE]], dcmlir.kernel = "cpu:wg32x32:v8x16:k4"}
 // CHECK-NEXT: linalg.generic
 // CHECK: %[[SUM3:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} ins(%[[R3]] : tensor<?x768xf32>)
@@ -186,9 +204,9 @@ func.func @dense_bias_act(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %b: te
 // CHECK: %[[R4:.*]] = scf.if
 // CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
 // CHECK-NEXT: scf.yield
-// CHECK: linalg.matmul {compilation_info = #[[CI_SKINNY]]
-// CHECK-NEXT: scf.yield
 // CHECK: linalg.matmul {dcmlir.kernel = "default"}
+// CHECK-NEXT: scf.yield
+// CHECK: linalg.matmul {compilation_info = #[[CI_SKINNY]]
 // CHECK-NEXT: scf.yield
 // CHECK: linalg.matmul {compilation_info = #[[CI_SQUARE]]
 // CHECK-NEXT: scf.yield
@@ -217,8 +235,7 @@ func.func @dense_two_users(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> te
 // CHECK-LABEL: util.func public @dense_global_opt
 // CHECK: %[[I5:.*]] = linalg.fill
 // CHECK: %[[R5:.*]] = scf.if
-// CHECK: %[[C05:.*]] = arith.constant 0 : index
-// CHECK-NEXT: %[[D5:.*]] = tensor.dim %[[I5]], %[[C05]] : tensor<?x768xf32>
+// CHECK: %[[D5:.*]] = tensor.dim %[[I5]], %{{.*}} : tensor<?x768xf32>
 // CHECK-NEXT: %[[T5:.*]] = flow.tensor.tie_shape %[[R5]] : tensor<?x768xf32>{%[[D5]]}
 // CHECK-NEXT: util.return %[[T5]] : tensor<?x768xf32>
 util.func public @dense_global_opt(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {

@@ -4,10 +4,15 @@ Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
 (DESIGN.md section 1, item 5): the dynamic loop extents are read with
 ``tensor.dim``; a shape outside the tuned range runs the op as it was, for
 IREE's default lowering (which also handles 0 and anything above the range);
-inside it, the plan's decision tree picks a clone of the op carrying one
-kernel's ``compilation_info``. IREE compiles one executable per distinct
-config and a host-side branch cascade (DESIGN.md section 3), so the dispatch
-itself costs nothing measurable.
+inside it, the plan's decision tree, evaluated as ``arith.cmpi``/``arith.select``
+on the extents, gives the position of the chosen kernel among the distinct
+kernels the tree uses, and a balanced ``scf.if`` search over those positions runs
+the clone of the op carrying that kernel's ``compilation_info``. One clone per
+distinct kernel, not per leaf, and a nesting depth of log2(kernels): IREE 3.13
+miscompiled the leaf-per-branch form at 8 nested levels around ops that share
+an input (a null buffer in a dispatch at run time, see docs/model_tuning.md).
+IREE compiles one executable per distinct config and a host-side branch cascade
+(DESIGN.md section 3), so the dispatch itself costs nothing measurable.
 
 Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
@@ -241,11 +246,18 @@ def _rewrite(target: _Target) -> None:
             for dim in target.workload.dynamic_dims
         }
         outside = _outside_range(target.plan, dims)
+        kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
             scf.YieldOp(_clone_group(target, FALLBACK, None))
         with ir.InsertionPoint(cascade.else_block):
-            scf.YieldOp(_emit_node(target, target.plan.tree.root, dims, result_types))
+            if len(kernels) == 1:
+                chosen = _clone_group(target, *_kernel(target, kernels[0]))
+            else:
+                positions = {kernel: position for position, kernel in enumerate(kernels)}
+                case = _select_tree(target.plan.tree.root, dims, positions)
+                chosen = _emit_cases(target, case, kernels, result_types)
+            scf.YieldOp(chosen)
         results = list(cascade.results)
         if _function_of(op) == "util.func":
             results = [
@@ -305,20 +317,35 @@ def _outside_range(plan: WorkloadPlan, dims: dict[int, ir.Value]) -> ir.Value:
     return outside
 
 
-def _emit_node(
-    target: _Target, node: Node, dims: dict[int, ir.Value], result_types: list[ir.Type]
-) -> list[ir.Value]:
-    """The values one subtree yields, built at the current insertion point."""
+def _select_tree(node: Node, dims: dict[int, ir.Value], cases: dict[int, int]) -> ir.Value:
+    """The case number (index into the tree's kernels) the tree picks, as arith.select ops."""
     if isinstance(node, Leaf):
-        kernel = target.plan.kernels[node.kernel]
-        return _clone_group(target, kernel.candidate_key, target.infos[node.kernel])
+        return _index(cases[node.kernel])
     below = arith.CmpIOp(arith.CmpIPredicate.ule, dims[node.loop], _index(node.threshold))
-    branch = scf.IfOp(below.result, result_types, has_else=True)
+    left = _select_tree(node.left, dims, cases)
+    right = _select_tree(node.right, dims, cases)
+    return arith.SelectOp(below.result, left, right).result
+
+
+def _emit_cases(
+    target: _Target, case: ir.Value, kernels: Sequence[int], result_types: list[ir.Type]
+) -> list[ir.Value]:
+    """The kernel whose position is ``case``: a balanced scf.if search over the positions."""
+    if len(kernels) == 1:
+        return _clone_group(target, *_kernel(target, kernels[0]))
+    half = len(kernels) // 2
+    last_low = target.plan.tree.kernels().index(kernels[half - 1])
+    low = arith.CmpIOp(arith.CmpIPredicate.ule, case, _index(last_low))
+    branch = scf.IfOp(low.result, result_types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp(_emit_node(target, node.left, dims, result_types))
+        scf.YieldOp(_emit_cases(target, case, kernels[:half], result_types))
     with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp(_emit_node(target, node.right, dims, result_types))
+        scf.YieldOp(_emit_cases(target, case, kernels[half:], result_types))
     return list(branch.results)
+
+
+def _kernel(target: _Target, kernel: int) -> tuple[str, ir.Attribute | None]:
+    return target.plan.kernels[kernel].candidate_key, target.infos[kernel]
 
 
 def _clone_group(target: _Target, kernel: str, info: ir.Attribute | None) -> list[ir.Value]:

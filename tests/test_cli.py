@@ -132,7 +132,18 @@ def test_bad_range_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
 
 def demo_args(workdir: Path, *extra: str) -> list[str]:
     """A tiny tuning budget: the demo's plumbing, not its quality, is under test here."""
-    return ["demo", "--budget", "12", "--workdir", str(workdir), "--min-time", "0.003", *extra]
+    return [
+        "demo",
+        "--example",
+        "dense",
+        "--budget",
+        "12",
+        "--workdir",
+        str(workdir),
+        "--min-time",
+        "0.003",
+        *extra,
+    ]
 
 
 def test_demo_tunes_compiles_and_prints_a_verified_table(

@@ -501,7 +501,9 @@ def test_cascade_selects_what_the_tree_selects(
                 assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == "fallback"
                 continue
             assert path[0] is False, dims
-            assert len(path) == 1 + _depth_of(workload_plan.tree, dims)
+            # the range check, then a balanced search over the tree's distinct kernels
+            position = workload_plan.tree.kernels().index(kernel.index)
+            assert len(path) == 1 + _search_depth(position, len(workload_plan.tree.kernels()))
             assert info_text(reached) == expected_info[kernel.index], dims
             assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == kernel.candidate_key
 
@@ -518,10 +520,12 @@ def _probes(bounds: tuple[int, int]) -> list[int]:
     return sorted({*range(lo, hi + 1), 0, hi + 1, hi + 7})
 
 
-def _depth_of(tree: DecisionTree, dims: dict[int, int]) -> int:
-    node, depth = tree.root, 0
-    while isinstance(node, Split):
-        node = node.left if dims[node.loop] <= node.threshold else node.right
+def _search_depth(position: int, count: int) -> int:
+    """scf.if levels to reach ``position`` among ``count`` kernels split in halves."""
+    depth = 0
+    while count > 1:
+        half = count // 2
+        position, count = (position, half) if position < half else (position - half, count - half)
         depth += 1
     return depth
 

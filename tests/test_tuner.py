@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -41,7 +42,9 @@ def test_dense_tuned_and_compiled_matches_numpy_on_every_shape(tmp_path: Path) -
     (item,) = report.workloads
     assert item.search.measurements <= 24
     assert 1 <= len(item.plan.kernels) <= 8
-    assert item.plan.report.accuracy == 1.0  # no depth cap: the tree reproduces the selection
+    # no depth given: the shallowest tree whose picks cost within 1% of the selection's
+    report = item.plan.report
+    assert report.geomean_slowdown <= 0.01 and report.total_slowdown <= 0.01
     plan = Plan.load(tmp_path / "plan.json")
     assert plan.workloads[0].key == item.workload.key
     result = dcmlir.compile(
@@ -108,3 +111,46 @@ def test_compile_with_a_plan_for_another_module_names_the_mismatch(tmp_path: Pat
     other.write_text(DENSE.replace("768", "512"))
     with pytest.raises(TuneError, match="5aebb14787f9885e"):
         dcmlir.compile(other, plan=tmp_path / "plan.json")
+
+
+def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
+    """Near-equal kernels alternating by shape: the exact tree needs a split per shape,
+    a single kernel costs 0.5% more; with max_depth given, that depth is used."""
+    from dcmlir.mlir import ir, parse_module
+    from dcmlir.search import SearchResult
+    from dcmlir.space import candidate_from_key
+    from dcmlir.tuner import workload_plan
+    from dcmlir.workload import workloads
+
+    with ir.Context():
+        (workload,) = [w for _, w in workloads(parse_module(DENSE).operation)]
+    workload = dataclasses.replace(
+        workload,
+        dims=tuple(
+            dataclasses.replace(d, range=(1, 16)) if d.dynamic else d for d in workload.dims
+        ),
+    )
+    shapes = [(m,) for m in range(1, 17)]
+    kernels = [
+        candidate_from_key("cpu:wg8x128:v1x16:k8"),
+        candidate_from_key("cpu:wg32x32:v8x16:k4"),
+    ]
+    table = np.array([[1.0, 1.005] if m % 2 else [1.005, 1.0] for (m,) in shapes]) * 1e-4
+    search = SearchResult(
+        workload=workload,
+        shapes=shapes,
+        candidates=kernels,
+        kernels=kernels,
+        choice={s: int(s[0] % 2 == 0) for s in shapes},
+        estimate=table,
+        predicted=table,
+        measured={},
+        measurements=0,
+        measured_now=0,
+        rounds=0,
+        seconds=0.0,
+    )
+    pruned = workload_plan(search, None, "config")
+    assert pruned.tree.depth == 0 and pruned.report.geomean_slowdown <= 0.01
+    exact = workload_plan(search, 64, "config")
+    assert exact.report.accuracy == 1.0 and exact.report.leaves == 16

@@ -34,7 +34,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     )
     tune.add_argument("--budget", type=int, default=400, help="timed (candidate, shape) pairs")
     tune.add_argument("--max-kernels", type=int, default=8)
-    tune.add_argument("--max-depth", type=int, default=None, help="cap the decision tree depth")
+    tune.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="decision tree depth (default: the shallowest tree within 1%% of the selection's "
+        "estimated time)",
+    )
     tune.add_argument("--db", default="records.jsonl", metavar="records.jsonl")
     tune.add_argument("-o", "--output", default="plan.json", metavar="plan.json")
     tune.add_argument("--route", default="config", choices=("config", "td"))
