@@ -34,6 +34,9 @@ from dcmlir.workload import Workload
 
 Shape = tuple[int, ...]  # the dynamic loops' values, in loop order
 
+BASELINE_MIN_GROUP = 4
+"""Candidates a shape needs before IREE's default is timed beside them as a drift baseline."""
+
 TD_ON_CUDA = (
     "the transform-dialect route (--route td) builds llvm-cpu only; on cuda use --route config "
     "(IREE's TileAndFuse pipeline; docs/routes.md says why)"
@@ -329,11 +332,17 @@ class Measurer:
         built: Mapping[str, BuiltVariant],
         report: MeasureReport,
     ) -> None:
-        """Time ``group`` (plus IREE's default as the baseline) on one shape; record each."""
+        """Time ``group`` (plus IREE's default as the baseline) on one shape; record each.
+
+        The default is timed alongside, before and after (to show drift), when
+        it is in the group or the group has :data:`BASELINE_MIN_GROUP` members:
+        the search verifies its choices one shape at a time, and a baseline
+        there would cost more than the measurement it watches.
+        """
         dims = shape_dims(self.workload, shape)
         baseline = DefaultCandidate().key()
         members = {c.key(): c for c in group}
-        if built[baseline].ok:
+        if built[baseline].ok and len(members) >= BASELINE_MIN_GROUP:
             members.setdefault(baseline, built[baseline].candidate)
         variants = [
             RunVariant(key, built[key].vmfb_path or "", built[key].function) for key in members
