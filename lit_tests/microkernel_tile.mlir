@@ -203,3 +203,20 @@ func.func @untouched(%a: tensor<?xf32>, %c: tensor<?xf32>, %s: tensor<f32>) -> (
   %1 = linalg.dot ins(%a, %a : tensor<?xf32>, tensor<?xf32>) outs(%s : tensor<f32>) -> tensor<f32>
   return %0, %1 : tensor<?xf32>, tensor<f32>
 }
+
+// -----
+
+// Only K is dynamic and the static M and N fit in one 8x16 tile: the scf.forall
+// has one step and canonicalization folds it away. What is left is the same
+// static micro-kernel, K walked by 8 with M padded from 3 to 8 (found by
+// tests/test_fuzz.py; the pass used to fail with "not inside an scf.forall").
+// CHECK-LABEL: func.func @k_only_single_tile
+// CHECK-NOT: scf.forall
+// CHECK: scf.for
+// CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x8xf32>, tensor<8x16xf32>) outs(%{{.*}} : tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [3, 16] [1, 1] : tensor<8x16xf32> to tensor<3x16xf32>
+func.func @k_only_single_tile(%a: tensor<3x?xf32>, %b: tensor<?x16xf32>, %c: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  // expected-remark @below {{micro-kernel 8x16x8 (m,n,k)}}
+  %r = linalg.matmul ins(%a, %b : tensor<3x?xf32>, tensor<?x16xf32>) outs(%c : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %r : tensor<3x16xf32>
+}

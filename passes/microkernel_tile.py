@@ -15,6 +15,7 @@ from dcmlir.mlir import ir
 from dcmlir.pass_base import ModulePass, PassContext, option
 from dcmlir.schedule import (
     TARGET_ATTR,
+    LoopTiling,
     MicroKernel,
     ScheduleError,
     Target,
@@ -23,7 +24,7 @@ from dcmlir.schedule import (
     loop_tiling,
     tag_attr,
 )
-from dcmlir.workload import NotAWorkload, workloads
+from dcmlir.workload import K, NotAWorkload, Workload, workloads
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class MicrokernelTilePass(ModulePass):
         tagged = _tagged_ops(module)
         if tagged:
             raise ctx.fail(tagged[0], f"attribute '{TARGET_ATTR}' is reserved for {self.name}")
-        ops, targets = self._targets(ctx, module)
+        ops, targets, single_tiles = self._targets(ctx, module)
         with module.context, ir.Location.unknown():
             schedule = build_schedule(targets)
             if self.print_schedule:
@@ -65,23 +66,32 @@ class MicrokernelTilePass(ModulePass):
                 return
             for op, target in zip(ops, targets, strict=True):
                 op.attributes[TARGET_ATTR] = tag_attr(target.tag)
+            # The script replaces the target ops: their Python handles dangle once it has
+            # run (reading one crashed the process), so keep what is needed now.
+            locations = {target.tag: op.location for op, target in zip(ops, targets, strict=True)}
+            del ops
             try:
                 apply_schedule(module, schedule)
             except ScheduleError as err:
                 _strip_tags(module)
-                where = err.location if err.location is not None else ops[0]
+                where = err.location if err.location is not None else locations[0]
                 raise ctx.fail(where, f"micro-kernel schedule failed: {err.message}") from None
             try:
-                self._check_static(ctx, module, ops, targets)
+                self._check_static(ctx, module, locations, single_tiles)
             finally:
                 _strip_tags(module)
 
     def _targets(
         self, ctx: PassContext, module: ir.Operation
-    ) -> tuple[list[ir.Operation], list[Target]]:
-        """The contractions to tile, with remarks for the dynamic ops left alone."""
+    ) -> tuple[list[ir.Operation], list[Target], set[int]]:
+        """The contractions to tile, with remarks for the dynamic ops left alone.
+
+        Also the tags of the targets whose parallel loops fit in one tile (see
+        :func:`_single_parallel_tile`).
+        """
         ops: list[ir.Operation] = []
         targets: list[Target] = []
+        single_tiles: set[int] = set()
         for op, found in workloads(module, ctx.diagnostics.source_name):
             if isinstance(found, NotAWorkload):
                 ctx.remark(op, f"left untouched: {found}")
@@ -93,20 +103,26 @@ class MicrokernelTilePass(ModulePass):
             if not tiling.has_parallel_loop:
                 ctx.remark(op, "left untouched: no parallel loop to tile into micro-kernels")
                 continue
+            if _single_parallel_tile(found, tiling):
+                single_tiles.add(len(targets))
             targets.append(Target(len(targets), tiling, found.element_types))
             ops.append(op)
             ctx.remark(op, f"micro-kernel {tiling.describe()}")
-        return ops, targets
+        return ops, targets, single_tiles
 
     def _check_static(
         self,
         ctx: PassContext,
         module: ir.Operation,
-        ops: list[ir.Operation],
-        targets: list[Target],
+        locations: dict[int, ir.Location],
+        single_tiles: set[int],
     ) -> None:
-        """Every target must now be a static linalg op inside an ``scf.forall``."""
-        locations = {target.tag: op.location for op, target in zip(ops, targets, strict=True)}
+        """Every target must now be a static linalg op inside an ``scf.forall``.
+
+        Except where the parallel loops fit in one tile: that ``scf.forall`` has one
+        iteration and canonicalization folds it away, leaving the static op in place.
+        ``locations``: each target's location by tag, read before the script ran.
+        """
         found: dict[int, list[ir.Operation]] = {tag: [] for tag in locations}
         for op in _tagged_ops(module):
             found[ir.IntegerAttr(op.attributes[TARGET_ATTR]).value].append(op)
@@ -114,7 +130,7 @@ class MicrokernelTilePass(ModulePass):
             if not inner_ops:
                 raise ctx.fail(locations[tag], "micro-kernel tiling left no linalg op behind")
             for inner in inner_ops:
-                if not _inside_forall(inner):
+                if not _inside_forall(inner) and tag not in single_tiles:
                     raise ctx.fail(inner, "micro-kernel op is not inside an scf.forall region")
                 dynamic = [str(v.type) for v in inner.operands if not _is_static(v.type)]
                 if dynamic:
@@ -123,6 +139,15 @@ class MicrokernelTilePass(ModulePass):
                         f"micro-kernel op still has dynamic operands after padding: "
                         f"{', '.join(dynamic)}",
                     )
+
+
+def _single_parallel_tile(workload: Workload, tiling: LoopTiling) -> bool:
+    """Whether every parallel loop is static and no larger than its tile (one forall step)."""
+    return all(
+        dim.extent is not None and dim.extent <= size
+        for dim, size, role in zip(workload.dims, tiling.sizes, tiling.roles, strict=True)
+        if role != K
+    )
 
 
 def _join(sizes: tuple[int, ...]) -> str:

@@ -28,7 +28,7 @@ def walk_cascade(
 
     Returns the contraction the taken path runs and the branch taken at each
     scf.if (True: then). Only what the cascade uses is evaluated: constants,
-    tensor.dim of arguments, arith.cmpi, arith.ori, scf.if, scf.yield.
+    tensor.dim of arguments, arith.cmpi, arith.ori, arith.select, scf.if, scf.yield.
     """
     env: dict[ir.Value, Any] = {}
     path: list[bool] = []
@@ -46,6 +46,9 @@ def walk_cascade(
                 env[op.result] = _PREDICATES[predicate](env[op.operands[0]], env[op.operands[1]])
             elif name == "arith.ori":
                 env[op.result] = env[op.operands[0]] or env[op.operands[1]]
+            elif name == "arith.select":
+                chosen = op.operands[1] if env[op.operands[0]] else op.operands[2]
+                env[op.result] = env[chosen]
             elif name == "scf.if":
                 taken = bool(env[op.operands[0]])
                 path.append(taken)
