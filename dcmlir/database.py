@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import stat
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -500,6 +501,8 @@ class RecordDatabase:
         self.fsync = fsync
         self._iree_version = iree_version
         self._records: list[Record] | None = None
+        self._line_numbers: list[int] = []  # of each record in the file; 0: appended since
+        self._versions_reported = False
         self.problems: list[str] = []
 
     @property
@@ -554,6 +557,7 @@ class RecordDatabase:
             os.close(fd)  # releases the lock
         if self._records is not None:
             self._records.append(record)
+            self._line_numbers.append(0)
 
     def _error(self, action: str, err: OSError) -> DatabaseError:
         reason = err.strerror or str(err)
@@ -568,11 +572,20 @@ class RecordDatabase:
 
         Unreadable lines (corrupt, truncated, a newer format) are skipped;
         ``problems`` lists them as ``file:line: reason`` and one warning on the
-        ``dcmlir.database`` logger sums them up. A missing file is empty.
+        ``dcmlir.database`` logger sums them up. A missing file is empty; anything but
+        a regular file (a device such as ``/dev/full``, which reads as endless zeros; a
+        FIFO, which blocks) is a :class:`DatabaseError`.
         """
         self.problems = []
         records: list[Record] = []
+        numbers: list[int] = []
         try:
+            if not stat.S_ISREG(os.stat(self.path).st_mode):
+                raise DatabaseError(
+                    f"cannot read {self.path}: not a regular file (records live in a file, "
+                    "e.g. records.jsonl)",
+                    self.path,
+                )
             with open(self.path, "rb") as handle:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_SH)  # no half-appended line in view
                 content = handle.read()
@@ -587,6 +600,7 @@ class RecordDatabase:
                 continue
             try:
                 records.append(Record.from_line(raw.decode("utf-8")))
+                numbers.append(index + 1)
             except UnicodeDecodeError:
                 self._problem(index + 1, "not UTF-8 text")
             except ValueError as err:
@@ -603,6 +617,8 @@ class RecordDatabase:
                 suffix,
             )
         self._records = records
+        self._line_numbers = numbers
+        self._versions_reported = False
         return list(records)
 
     def _problem(self, line: int, reason: str) -> None:
@@ -642,10 +658,17 @@ class RecordDatabase:
         include_failures: bool = False,
         only_current_version: bool = True,
     ) -> list[Record]:
-        """Every matching record in file order (re-measurements included); None matches all."""
+        """Every matching record in file order (re-measurements included); None matches all.
+
+        The first query after a load that leaves out records of another IREE version says
+        so, once (a warning on the ``dcmlir.database`` logger naming the lines): they stay
+        in the file, unused.
+        """
         found = []
-        for record in self._all():
+        other_version: list[int] = []
+        for index, record in enumerate(self._all()):
             if only_current_version and record.iree_version != self.iree_version:
+                other_version.append(index)
                 continue
             if record.failed and not include_failures:
                 continue
@@ -657,7 +680,29 @@ class RecordDatabase:
                 and (kind is None or record.kind == kind)
             ):
                 found.append(record)
+        if other_version and not self._versions_reported:
+            self._report_versions(other_version)
         return found
+
+    def _report_versions(self, indices: list[int]) -> None:
+        self._versions_reported = True
+        records = self._all()
+        versions = sorted({records[i].iree_version for i in indices})
+        lines = [self._line_numbers[i] for i in indices if self._line_numbers[i]]
+        shown = ", ".join(map(str, lines[:_MAX_PROBLEMS_LOGGED]))
+        extra = len(lines) - _MAX_PROBLEMS_LOGGED
+        more = f" and {extra} more" if extra > 0 else ""
+        log.warning(
+            "dcmlir: warning: %s: %d record(s) of another IREE version (%s; line%s %s%s) "
+            "kept but not used: timings from another compiler say little about this one (%s)",
+            self.path,
+            len(indices),
+            ", ".join(versions),
+            "s" if len(lines) > 1 else "",
+            shown,
+            more,
+            self.iree_version,
+        )
 
     def _latest(
         self, workload: str, target_key: str, route: str | None, only_current_version: bool

@@ -18,6 +18,7 @@ exactly when it changes the workloads (docs/model_tuning.md has the measurements
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections import Counter
@@ -326,6 +327,7 @@ def tune(
     """
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
+    _check_writable(output, "-o")  # before the tuning, not after it
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     model = load_model(input, dims, stream, level=level, target=target_object)
     found = model.workloads
@@ -395,9 +397,16 @@ def tune(
     )
     graph_path = None
     if output is not None:
-        plan.save(output)
         graph_path = graph_path_for(output)
-        graph.save(graph_path)
+        try:
+            plan.save(output)
+            graph.save(graph_path)
+        except OSError as err:
+            raise TuneError(
+                f"cannot write the plan {err.filename or output}: {err.strerror or err}; the "
+                f"records in {db} are kept: run again (with another -o) to write it without "
+                "measuring again"
+            ) from None
     return TuneReport(
         plan,
         reports,
@@ -409,6 +418,20 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _check_writable(output: str | Path | None, option: str) -> None:
+    """A TuneError now if ``output`` cannot be written at the end (missing or read-only
+    directory), rather than after hours of tuning."""
+    if output is None:
+        return
+    directory = Path(output).parent
+    if Path(output).is_dir():
+        raise TuneError(f"{option} {output}: is a directory; give a file name (plan.json)")
+    if not directory.is_dir():
+        raise TuneError(f"{option} {output}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise TuneError(f"{option} {output}: directory {directory} is not writable")
 
 
 def _probe_defaults(

@@ -392,6 +392,27 @@ def test_full_device_raises_a_clear_error():
     assert info.value.errno == errno.ENOSPC and info.value.path == Path("/dev/full")
 
 
+def test_full_device_error_names_the_fix():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    with pytest.raises(DatabaseError) as info:
+        database(Path("/dev/full")).append(make())
+    assert str(info.value).endswith(
+        "No space left on device; free some space (or keep the records on another disk) and "
+        "run again: every record written so far is kept and reused"
+    )
+
+
+def test_loading_anything_but_a_regular_file_is_refused_not_read_forever(tmp_path):
+    """/dev/full and /dev/zero read as endless zeros (a load would fill memory), a FIFO
+    blocks until a writer comes: both are refused before reading."""
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+    for path in (Path("/dev/zero"), fifo, tmp_path):
+        with pytest.raises(DatabaseError, match=rf"cannot read {path}: not a regular file"):
+            database(path).load()
+
+
 def test_unwritable_place_raises_a_clear_error(tmp_path):
     path = tmp_path / "no-such-dir" / "r.jsonl"
     with pytest.raises(DatabaseError, match=r"cannot open .*no-such-dir/r.jsonl: No such file"):

@@ -11,6 +11,10 @@ between any two runs. So it is checked twice:
   and end on a plan that a further run computes again from the records alone (measuring
   nothing): the plan is a function of (seed, budget, records).
 
+In process, the same holds after a stop at every record boundary (the state kill -9 leaves
+there: appends are whole lines), and the search itself decides bit for bit the same when a
+resumed run gets its records back in another order than they were timed.
+
 Kill points are defined by progress, not by wall time: ``tune_driver`` holds the process
 at an exact point (the N-th record on disk, the N-th sample, inside an ``iree-compile``,
 before the plan is written) and the test kills it there. ``docs/reliability.md`` lists them.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -30,13 +35,18 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import DENSE
+from test_search import FakeMeasurer, dense_with_range
 from tune_driver import SMALL_MODEL_TREES, FakeRunner
 
 import dcmlir
-from dcmlir.cost_model import REGRESSOR_PARAMS
-from dcmlir.database import Record
+from dcmlir.cost_model import REGRESSOR_PARAMS, CostModel
+from dcmlir.database import Record, RecordDatabase
+from dcmlir.search import SearchResult, SearchSettings, ShapeGenericSearch
+from dcmlir.space import space_for
+from dcmlir.target import CpuTarget
 
 DRIVER = Path(__file__).with_name("tune_driver.py")
 TUNE_ARGS = ["--dims", "1:6", "--budget", "12", "--seed", "0", "--level", "input"]
@@ -333,3 +343,64 @@ def test_interrupted_after_every_record_resumes_to_the_same_plan(
         assert (tmp_path / f"resumed-{stop_after}.json").read_text() == expected, stop_after
         assert report.measured_now == sum(r.kind == "measure" for r in records_of(db)[stop_after:])
         assert set(measured_pairs(records_of(db)).values()) == {1}
+
+
+class MeasurerOrder(FakeMeasurer):
+    """test_search's synthetic machine, answering in the real Measurer's order: pairs found
+    in the records first, then the timed ones largest shape first."""
+
+    def measure_pairs(self, pairs):  # type: ignore[no-untyped-def]
+        timed_before = len(self.timed)
+        report = super().measure_pairs(pairs)
+        fresh = set(self.timed[timed_before:])
+        known = [(pair, r) for pair, r in report.records.items() if pair not in fresh]
+        timed = sorted(
+            ((pair, r) for pair, r in report.records.items() if pair in fresh),
+            key=lambda item: -math.prod(item[0][1]),
+        )
+        report.records = dict(known + timed)
+        return report
+
+
+class StoppingDatabase(RecordDatabase):
+    def __init__(self, path: Path, stop_after: int | None) -> None:
+        super().__init__(path, fsync=False)
+        self.stop_after, self.written = stop_after, 0
+
+    def append(self, record: Record) -> None:
+        if self.written == self.stop_after:
+            raise Stopped
+        super().append(record)
+        self.written += 1
+
+
+def test_search_resumed_mid_batch_decides_bit_for_bit_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search with the real cost model over more rounds: stopped after every third
+    record, a resumed search gets the records back in another order than the uninterrupted
+    one timed them, and must still reach the same estimate table to the last bit."""
+    monkeypatch.setitem(REGRESSOR_PARAMS, "n_estimators", SMALL_MODEL_TREES)
+    workload = dense_with_range(1, 24)
+    target = CpuTarget()
+
+    def search(db: RecordDatabase) -> SearchResult:
+        return ShapeGenericSearch(
+            workload,
+            MeasurerOrder(workload, db),  # type: ignore[arg-type]
+            CostModel(workload, target, 1, seed=0),
+            space_for(target),
+            SearchSettings(budget=60, max_kernels=4, verify_batch=16),
+            stream=io.StringIO(),
+        ).run()
+
+    whole = search(StoppingDatabase(tmp_path / "whole.jsonl", None))
+    for stop_after in range(1, whole.measurements, 3):
+        path = tmp_path / f"stopped-{stop_after}.jsonl"
+        with pytest.raises(Stopped):
+            search(StoppingDatabase(path, stop_after))
+        resumed = search(StoppingDatabase(path, None))
+        assert resumed.measured_now == whole.measurements - stop_after
+        assert np.array_equal(resumed.estimate, whole.estimate), stop_after
+        assert [k.key() for k in resumed.kernels] == [k.key() for k in whole.kernels]
+        assert resumed.choice == whole.choice
