@@ -380,6 +380,23 @@ def host_space_candidates() -> st.SearchStrategy[Candidate]:
     return st.sampled_from(cpu_space(CpuTarget()))
 
 
+def compiled_contractions(range_max: int = 48) -> st.SearchStrategy[Contraction]:
+    """What the compiled property builds: types numpy holds, extents and ranges kept small
+    (a case runs several shapes), K last in a generic (``reduction_last``)."""
+    return contractions(
+        types=COMPILED_TYPES,
+        range_max=range_max,
+        extent=st.integers(1, range_max),
+        reduction_last=True,
+    )
+
+
+def compiled_plans(max_kernels: int = 4) -> st.SearchStrategy[PlanSpec]:
+    """Plans of up to ``max_kernels`` candidates of this machine's space (IREE's default
+    among them or not)."""
+    return plan_specs(pool=host_space_candidates(), max_kernels=max_kernels)
+
+
 # --- making a plan -------------------------------------------------------------------------------
 
 
@@ -603,13 +620,15 @@ def probe_shapes(plan: WorkloadPlan, rng: random.Random, limit: int) -> list[dic
     return [dict(zip(loops, combo, strict=True)) for combo in combos]
 
 
-def check_emit_dispatch(case: Contraction, spec: PlanSpec, probe_limit: int = 200) -> Dispatched:
+def check_emit_dispatch(
+    case: Contraction, spec: PlanSpec, probe_limit: int = 200, counter: str = "emit_dispatch"
+) -> Dispatched:
     """The emitted module verifies; its cascade runs what the plan's tree runs on every probe.
 
     Outside the range it runs the op as it was (the fallback, no config); a
-    second run of the pass changes nothing.
+    second run of the pass changes nothing. Counted under ``counter``.
     """
-    COUNTS["emit_dispatch"] += 1
+    COUNTS[counter] += 1
     with ir.Context():
         module, workload, planned, count = emit(case, spec)
         assert count == 1
@@ -625,7 +644,7 @@ def check_emit_dispatch(case: Contraction, spec: PlanSpec, probe_limit: int = 20
         rng = random.Random(spec.seed)
         probes = probe_shapes(planned, rng, probe_limit)
         for dims in probes:
-            COUNTS["emit_dispatch.shapes"] += 1
+            COUNTS[f"{counter}.shapes"] += 1
             reached, path = walk_cascade(func, case.shapes(dims)[:2])
             kernel = planned.select(dims)
             label = ir.StringAttr(reached.attributes[KERNEL_ATTR]).value
@@ -709,7 +728,7 @@ def check_compiled(
     :func:`dcmlir.kernel.reference`.
     """
     COUNTS["compiled"] += 1
-    dispatched = check_emit_dispatch(case, spec, probe_limit=60)
+    dispatched = check_emit_dispatch(case, spec, probe_limit=60, counter="compiled.cascade")
     built = build(dispatched.text, "llvm-cpu", cache=cache, source_name="fuzz.mlir")
     again = build(dispatched.text, "llvm-cpu", cache=cache, source_name="fuzz.mlir")
     assert again.cached and again.vmfb == built.vmfb, "the build cache did not return the build"

@@ -40,10 +40,6 @@ CI = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-COMPILED_CASES = fs.contractions(
-    types=fs.COMPILED_TYPES, range_max=48, extent=st.integers(1, 48), reduction_last=True
-)
-COMPILED_PLANS = fs.plan_specs(pool=fs.host_space_candidates(), max_kernels=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -133,7 +129,7 @@ def _spec(*keys: str, seed: int = 1, pattern: str = "regions") -> fs.PlanSpec:
 
 
 @settings(CI, max_examples=COMPILED_EXAMPLES)
-@given(COMPILED_CASES, COMPILED_PLANS)
+@given(fs.compiled_contractions(), fs.compiled_plans())
 @example(F16_BATCH, _spec("default", "cpu:wg16x64:v4x16:k8", "cpu:wg32x128:v8x32:k2"))
 @example(MIXED_K_FROM_ZERO, _spec("cpu:wg8x128:v1x16:k8", "cpu:wg32x32:v8x16:k4", seed=7))
 def _compiled_property(case: fs.Contraction, spec: fs.PlanSpec) -> None:
