@@ -39,6 +39,7 @@ __all__ = [
     "compile_module",
     "default_cache",
     "default_cache_dir",
+    "directory_bytes",
     "remove_stale_scratch",
     "scratch_directory",
     "stale_scratch",
@@ -123,7 +124,8 @@ def cache_key(mlir_text: str, flags: Sequence[str]) -> str:
 
 
 class BuildCache:
-    """``<dir>/builds/<key>.vmfb`` (plus ``.log``), written atomically.
+    """``<dir>/builds/<key>.vmfb`` (plus ``.log``), written atomically; ``<dir>/td/`` holds
+    the td route's transform libraries.
 
     ``hits`` and ``misses`` count lookups, so callers and tests can see whether
     anything was compiled.
@@ -171,17 +173,27 @@ class BuildCache:
             return []
         return sorted(self.builds_dir.glob("*.vmfb"))
 
+    @property
+    def td_dir(self) -> Path:
+        """The transform libraries of the ``td`` route (:mod:`dcmlir.routes`), by content."""
+        return self.directory / "td"
+
+    def _files(self) -> list[Path]:
+        """Every file the cache holds: modules, logs, td libraries, a killed writer's temp."""
+        found: list[Path] = []
+        for directory in (self.builds_dir, self.td_dir):
+            if directory.is_dir():
+                found += [path for path in directory.iterdir() if path.is_file()]
+        return found
+
     def size_bytes(self) -> int:
-        return sum(path.stat().st_size for path in self.builds_dir.glob("*") if path.is_file())
+        return sum(path.stat().st_size for path in self._files())
 
     def clear(self) -> int:
-        """Delete every cached build; returns how many modules were removed."""
-        if not self.builds_dir.is_dir():
-            return 0
+        """Delete every cached build and td library; returns how many modules were removed."""
         removed = len(self.entries())
-        for path in self.builds_dir.iterdir():
-            if path.is_file():
-                path.unlink(missing_ok=True)
+        for path in self._files():
+            path.unlink(missing_ok=True)
         return removed
 
 
@@ -260,7 +272,8 @@ def stale_scratch(directory: str | os.PathLike[str] | None = None) -> list[Path]
     return sorted(found)
 
 
-def _tree_bytes(path: Path) -> int:
+def directory_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (what deleting it frees)."""
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
@@ -273,7 +286,7 @@ def remove_stale_scratch(directory: str | os.PathLike[str] | None = None) -> tup
     """Delete :func:`stale_scratch`; (directories removed, bytes freed)."""
     removed = freed = 0
     for path in stale_scratch(directory):
-        size = _tree_bytes(path)
+        size = directory_bytes(path)
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             removed += 1

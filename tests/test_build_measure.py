@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import subprocess
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -15,8 +18,17 @@ import numpy as np
 import pytest
 
 import dcmlir.build
-from dcmlir.build import BuildCache, BuildError, build, compile_module, default_cache_dir
-from dcmlir.iree import RuntimeFailure, load_function
+from dcmlir.build import (
+    BuildCache,
+    BuildError,
+    build,
+    compile_module,
+    default_cache_dir,
+    remove_stale_scratch,
+    stale_scratch,
+)
+from dcmlir.builder import COMPILE_FLOOR_S, Builder
+from dcmlir.iree import CompilerRun, RuntimeFailure, load_function
 from dcmlir.measure import (
     IreeVariant,
     MeasureSettings,
@@ -113,6 +125,95 @@ def test_clear_empties_the_cache(tmp_path: Path) -> None:
     assert cache.clear() == 1
     assert cache.entries() == []
     assert not build(example("bert_dense.mlir"), cache=cache).cached
+
+
+def test_clear_removes_td_libraries_and_a_killed_writers_temp_files(tmp_path: Path) -> None:
+    cache = BuildCache(tmp_path)
+    build(example("bert_dense.mlir"), cache=cache)
+    cache.td_dir.mkdir()
+    (cache.td_dir / "0123abcd.mlir").write_text("module {}")
+    (cache.builds_dir / ".abc.vmfb.x1y2z3").write_bytes(b"half a modu")  # kill -9 mid-store
+    assert cache.size_bytes() == sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert cache.clear() == 1
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == [] and cache.size_bytes() == 0
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_only_scratch_of_dead_processes_is_stale(tmp_path: Path) -> None:
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        dead = dead_pid()
+        stale = tmp_path / f"dcmlir-variants-{dead}-k3j2h1"
+        (stale / "td-dumps-x").mkdir(parents=True)
+        (stale / "abc.vmfb").write_bytes(b"x" * 1000)
+        kept = [
+            tmp_path / f"dcmlir-build-{alive.pid}-a1b2c3",  # a live run's
+            tmp_path / f"dcmlir-variants-{os.getpid()}-q9w8e7",  # this process's own
+            tmp_path / "dcmlir-variants-oldstyle",  # no process id: nobody can tell
+            tmp_path / f"other-{dead}-abc",  # not ours
+        ]
+        for path in kept:
+            path.mkdir()
+        (tmp_path / f"dcmlir-td-{dead}-file").write_text("a file, not a scratch directory")
+        assert stale_scratch(tmp_path) == [stale]
+        assert remove_stale_scratch(tmp_path) == (1, 1000)
+        assert not stale.exists() and all(path.exists() for path in kept)
+        assert stale_scratch(tmp_path) == []
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_cache_command_reports_and_clears_scratch_of_killed_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dcmlir.tools.cli import main
+
+    monkeypatch.setenv("DCMLIR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"dcmlir-variants-{dead_pid()}-zz11yy"
+    left.mkdir()
+    (left / "v.vmfb").write_bytes(b"x" * 2500)
+    assert main(["cache"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[1] == "0 cached module(s), 0 B"
+    assert shown[2] == (
+        f"1 temporary dir(s) of killed runs in {tmp_path}, 2.5 KB (dcmlir cache --clear removes"
+        " them)"
+    )
+    assert main(["cache", "--clear"]) == 0
+    cleared = capsys.readouterr().out.splitlines()
+    assert cleared[1] == f"removed 1 temporary dir(s) of killed runs (2.5 KB) from {tmp_path}"
+    assert not left.exists()
+    assert main(["cache"]) == 0 and len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_crash_names_the_signal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def crashed(text: str, flags: object, timeout: object) -> CompilerRun:
+        return CompilerRun(-11, b"", "Stack dump:\n0. Program arguments: iree-compile -\n")
+
+    monkeypatch.setattr(dcmlir.build, "run_compile", crashed)
+    with pytest.raises(BuildError) as caught:
+        build(BROKEN, cache=BuildCache(tmp_path))
+    assert str(caught.value).splitlines() == [
+        "iree-compile crashed (SIGSEGV)",
+        "Stack dump:",
+        "0. Program arguments: iree-compile -",
+    ]
+
+
+def test_compile_time_limit_grows_with_the_chunk_and_is_capped() -> None:
+    assert Builder("llvm-cpu", timeout=600.0).time_limit(1) == COMPILE_FLOOR_S + 10.0
+    assert Builder("llvm-cpu", timeout=600.0).time_limit(48) == 540.0
+    assert Builder("llvm-cpu", timeout=600.0).time_limit(100) == 600.0
+    assert Builder("llvm-cpu", timeout=5.0).time_limit(3) == 5.0
+    assert Builder("llvm-cpu", timeout=None).time_limit(3) is None
 
 
 def test_broken_module_raises_build_error_with_iree_message(tmp_path: Path) -> None:

@@ -401,15 +401,35 @@ def _human_bytes(size: int) -> str:
 
 
 def cmd_cache(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """The cache and, in $TMPDIR, scratch directories of runs killed before cleaning up."""
+    import tempfile
+
+    from dcmlir.build import directory_bytes, remove_stale_scratch, stale_scratch
+
     cache = default_cache()
     if args.clear:
         removed = cache.clear()
         print(f"removed {removed} cached module(s) from {cache.builds_dir}", file=out)
+        count, freed = remove_stale_scratch()
+        if count:
+            print(
+                f"removed {count} temporary dir(s) of killed runs ({_human_bytes(freed)}) "
+                f"from {tempfile.gettempdir()}",
+                file=out,
+            )
         return 0
     entries = cache.entries()
-    size = cache.size_bytes() if entries else 0
+    size = cache.size_bytes()
     print(f"{cache.directory}", file=out)
     print(f"{len(entries)} cached module(s), {_human_bytes(size)}", file=out)
+    stale = stale_scratch()
+    if stale:
+        left = _human_bytes(sum(directory_bytes(path) for path in stale))
+        print(
+            f"{len(stale)} temporary dir(s) of killed runs in {tempfile.gettempdir()}, {left}"
+            " (dcmlir cache --clear removes them)",
+            file=out,
+        )
     return 0
 
 
