@@ -69,13 +69,15 @@ def run(args: argparse.Namespace) -> dict:
     model = generate_encoder(config, "params")
     parameters = save_model(model, model_path)
     stem = f"model_{args.layers}l"
-    plan_path = RESULTS / f"{stem}_plan.json"
+    plan_path = Path(args.plan) if args.plan else RESULTS / f"{stem}_plan.json"
     print(f"== {config.describe()}: tuning (budget {args.budget})", file=sys.stderr)
+    records = Path(args.db) if args.db else RESULTS / f"{stem}_records.jsonl"
+    earlier = len(records.read_text().splitlines()) if records.exists() else 0
     start = time.perf_counter()
     report = dcmlir.tune(
         model_path,
         budget=args.budget,
-        db=RESULTS / f"{stem}_records.jsonl",
+        db=records,
         output=plan_path,
         min_time=args.tune_min_time,
         rounds=args.tune_rounds,
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> dict:
         "probes": report.probes,
         "tune_seconds": tune_seconds,
         "compile_seconds": compile_seconds,
-        "resumed": report.measured_now < report.measurements - report.probes,
+        "records_before": earlier,
         "workloads": [
             {
                 "key": key,
@@ -214,7 +216,11 @@ def markdown(results: list[dict], plots: list[str]) -> str:
             f" over {len(rows)} sequence lengths",
             f"- tuning: {r['measurements']} measurements ({r['probes']} probes of IREE's default"
             f" for the split), {r['tune_seconds'] / 60:.1f} min wall time"
-            + (" (resumed from records)" if r.get("resumed") else "")
+            + (
+                f" (resumed: {r['records_before']} records were already there)"
+                if r.get("records_before")
+                else " (from no records)"
+            )
             + f"; compile with the plan {r['compile_seconds']:.0f} s; level {r['level']}",
         ]
         if torch:
@@ -292,6 +298,8 @@ def main() -> int:
     parser.add_argument(
         "--workdir", default="/tmp/dcmlir-model-benchmark", help="the generated model and weights"
     )
+    parser.add_argument("--db", default=None, help="records (default: docs/results/model_Nl_...)")
+    parser.add_argument("--plan", default=None, help="plan (default: docs/results/model_Nl_...)")
     parser.add_argument(
         "--no-docs", action="store_true", help="print only: leave docs/ as it is (development)"
     )

@@ -135,7 +135,7 @@ def reference_for(
     """
     if kind not in REFERENCES:
         raise ModelRunError(f"--reference: '{kind}' is not one of {', '.join(REFERENCES)}")
-    config = config if config is not None else _encoder_config(text)
+    config = config if config is not None else encoder_config(text)
     if kind == "default" or (kind == "auto" and config is None):
         return Reference("IREE's default build", lambda inputs: default(*inputs))
     if config is None:
@@ -152,12 +152,29 @@ def reference_for(
     return Reference("numpy (float64)", lambda inputs: [encoder_reference(config, wide, inputs[0])])
 
 
-def _encoder_config(text: str) -> Any:
-    try:
-        from dcmlir.models.bert import read_config  # type: ignore[attr-defined]
-    except ImportError:
+_GENERATED = re.compile(
+    r"^// (\d+)-layer encoder, hidden (\d+), (\d+) heads, FFN (\d+), T in (\d+)\.\.(\d+), "
+    r"seed (\d+); weights: .*\(dcmlir generate-bert\)$",
+    re.MULTILINE,
+)
+
+
+def encoder_config(text: str) -> Any:
+    """The config of a module ``dcmlir generate-bert`` wrote (its first line says it), else None.
+
+    The GELU form is read from the IR (``math.erf`` or ``math.tanh``); the weights are
+    the config's seeded ones (:func:`dcmlir.models.bert.make_weights`).
+    """
+    match = _GENERATED.search(text.split("\n", 1)[0])
+    if match is None:
         return None
-    return read_config(text)
+    from dcmlir.models.bert import EncoderConfig
+
+    layers, hidden, heads, ffn, lo, hi, seed = (int(v) for v in match.groups())
+    gelu = "tanh" if "math.erf" not in text and "math.tanh" in text else "erf"
+    return EncoderConfig(
+        hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=(lo, hi), seed=seed, gelu=gelu
+    )
 
 
 def _torch_available() -> bool:

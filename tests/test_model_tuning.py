@@ -8,6 +8,7 @@ module with the contraction forms a PyTorch import produces.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -380,6 +381,17 @@ def test_cli_generate_tune_compile_run_model(tmp_path: Path, capsys: pytest.Capt
     rows = json.loads((tmp_path / "run.json").read_text())["rows"]
     assert [r["t"] for r in rows] == [1, 5, 6, 16]
     assert all(r["max_rel_error"] <= 1e-4 and not r["errors"] for r in rows)
+
+
+def test_run_model_recognises_generated_modules(tmp_path: Path) -> None:
+    from dcmlir.model_run import encoder_config
+
+    tanh = dataclasses.replace(TINY, gelu="tanh")
+    for config in (TINY, tanh):
+        for layout in ("in_out", "out_in"):
+            text = generate_encoder(config, "params", weight_layout=layout).text
+            assert encoder_config(text) == config
+    assert encoder_config(FORMS) is None
 
 
 def test_run_model_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
