@@ -19,7 +19,7 @@ import itertools
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +94,9 @@ class Contraction:
     (a dynamic role's is unused); ``loose``: (operand, role) pairs of a static
     role that the operand's type still writes ``?``; ``ranges``: every dynamic
     role's (lo, hi); ``annotate``: the ranges are written on the op
-    (``dcmlir.dim_ranges``) rather than given to the plan.
+    (``dcmlir.dim_ranges``) rather than given to the plan; ``consumers``: the
+    elementwise chain after the op that IREE fuses into its dispatch
+    (:data:`CONSUMERS`), which ``dcmlir-emit-dispatch`` moves into every branch.
     """
 
     form: str
@@ -108,6 +110,7 @@ class Contraction:
     loose: frozenset[tuple[int, str]] = frozenset()
     explicit_maps: bool = False
     annotate: bool = False
+    consumers: tuple[str, ...] = ()
 
     # -- what it is ------------------------------------------------------------------------
     def loop(self, role: str) -> int:
@@ -137,12 +140,63 @@ class Contraction:
         a, b, out = self.layouts
         return f"{a},{b}->{out}"
 
+    def result_layout(self) -> str:
+        """The roles of the function result's dims (a transposing consumer swaps the last two)."""
+        layout = self.layouts[2]
+        for consumer in self.consumers:
+            if consumer == "transpose":
+                layout = layout[:-2] + layout[-1] + layout[-2]
+        return layout
+
+    def bias_role(self) -> str | None:
+        """The role the bias runs along (the last dim where the bias is added), if any."""
+        layout = self.layouts[2]
+        for consumer in self.consumers:
+            if consumer == "bias":
+                return layout[-1]
+            if consumer == "transpose":
+                layout = layout[:-2] + layout[-1] + layout[-2]
+        return None
+
+    def arg_shapes(self, dims: dict[int, int]) -> list[tuple[int, ...]]:
+        """The function's argument shapes: a, b (and the bias)."""
+        shapes = self.shapes(dims)[:2]
+        role = self.bias_role()
+        if role is not None:
+            shapes.append((self.values(dims)[role],))
+        return shapes
+
+    def magnitudes(self, scale: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """What the result's roundings scale with: ``sum |a b|`` through the consumers, a
+        bias adding its magnitude (each consumer rounds once more at most: relu is exact,
+        a scale by 0.5 and a transpose do not grow an error)."""
+        for consumer in self.consumers:
+            if consumer == "bias":
+                scale = scale + np.abs(bias)
+            elif consumer == "transpose":
+                scale = np.swapaxes(scale, -1, -2)
+        return scale
+
+    def apply_consumers(self, value: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """The consumers in numpy (float64), in order."""
+        for consumer in self.consumers:
+            if consumer == "bias":
+                value = value + bias
+            elif consumer == "relu":
+                value = np.maximum(value, 0.0)
+            elif consumer == "scale":
+                value = value * 0.5
+            else:
+                value = np.swapaxes(value, -1, -2)
+        return value
+
     def describe(self) -> str:
         dyn = ",".join(f"{r}={self.ranges[r][0]}:{self.ranges[r][1]}" for r in sorted(self.dynamic))
         static = ",".join(f"{r}={self.extents[r]}" for r in self.loops if r not in self.dynamic)
         return (
             f"{self.form} loops={self.loops} layouts={','.join(self.layouts)} "
             f"types={','.join(self.types)} dynamic[{dyn}] static[{static}]"
+            + (f" consumers={','.join(self.consumers)}" if self.consumers else "")
         )
 
     # -- the module ------------------------------------------------------------------------
@@ -189,30 +243,93 @@ class Contraction:
             f"{operands} {{\n    {region}\n  }} -> {tc}"
         )
 
+    def layout_type(self, layout: str) -> str:
+        dims = ["?" if role in self.dynamic else str(self.extents[role]) for role in layout]
+        return f"tensor<{'x'.join(dims)}x{self.types[2]}>"
+
     def text(self) -> str:
         """The module: the output is sized from the inputs' dims and zero-filled."""
         ta, tb, tc = (self.tensor_type(i) for i in range(3))
-        lines = [f"func.func @{FUNCTION}(%a: {ta}, %b: {tb}) -> {tc} {{"]
-        sizes = []
-        for position, role in enumerate(self.layouts[2]):
+        out = self.types[2]
+        args = [f"%a: {ta}", f"%b: {tb}"]
+        role = self.bias_role()
+        if role is not None:
+            args.append(f"%bias: {self.layout_type(role)}")
+        result_type = self.layout_type(self.result_layout())
+        lines = [f"func.func @{FUNCTION}({', '.join(args)}) -> {result_type} {{"]
+        size_of: dict[str, str] = {}
+        for role in self.layouts[2]:
             if role not in self.dynamic:
                 continue
             operand = 0 if role in self.layouts[0] else 1
             name = "%a" if operand == 0 else "%b"
             index = self.layouts[operand].index(role)
-            lines.append(f"  %i{position} = arith.constant {index} : index")
-            lines.append(f"  %n{position} = tensor.dim {name}, %i{position} : {(ta, tb)[operand]}")
-            sizes.append(f"%n{position}")
-        out = self.types[2]
+            lines.append(f"  %i{role} = arith.constant {index} : index")
+            lines.append(f"  %n{role} = tensor.dim {name}, %i{role} : {(ta, tb)[operand]}")
+            size_of[role] = f"%n{role}"
+
+        def empty(layout: str) -> str:
+            sizes = ", ".join(size_of[r] for r in layout if r in self.dynamic)
+            return f"tensor.empty({sizes}) : {self.layout_type(layout)}"
+
         lines += [
             f"  %zero = arith.constant 0.0 : {out}",
-            f"  %empty = tensor.empty({', '.join(sizes)}) : {tc}",
+            f"  %empty = {empty(self.layouts[2])}",
             f"  %init = linalg.fill ins(%zero : {out}) outs(%empty : {tc}) -> {tc}",
             f"  %r = {self.op_text()}",
-            f"  return %r : {tc}",
-            "}",
         ]
+        value, layout = "%r", self.layouts[2]
+        for position, consumer in enumerate(self.consumers):
+            name = f"%c{position}"
+            lines += [f"  {line}" for line in self._consumer(consumer, name, value, layout, empty)]
+            if consumer == "transpose":
+                layout = layout[:-2] + layout[-1] + layout[-2]
+            value = name
+        lines += [f"  return {value} : {result_type}", "}"]
         return "\n".join(lines) + "\n"
+
+    def _consumer(
+        self, kind: str, name: str, value: str, layout: str, empty: Callable[[str], str]
+    ) -> list[str]:
+        """One all-parallel generic reading ``value`` (of ``layout``) as its first input."""
+        rank, out = len(layout), self.types[2]
+        loops = ", ".join(f"d{i}" for i in range(rank))
+        identity = f"affine_map<({loops}) -> ({loops})>"
+        iterators = ", ".join(['"parallel"'] * rank)
+        produced = layout[:-2] + layout[-1] + layout[-2] if kind == "transpose" else layout
+        if kind == "transpose":
+            swapped = [f"d{i}" for i in range(rank)]
+            swapped[-2], swapped[-1] = swapped[-1], swapped[-2]
+            maps = [f"affine_map<({loops}) -> ({', '.join(swapped)})>", identity]
+            ins = f"ins({value} : {self.layout_type(layout)})"
+            body = [f"^bb0(%x: {out}, %o: {out}):", f"  linalg.yield %x : {out}"]
+        elif kind == "bias":
+            maps = [identity, f"affine_map<({loops}) -> (d{rank - 1})>", identity]
+            bias_type = self.layout_type(layout[-1])
+            ins = f"ins({value}, %bias : {self.layout_type(layout)}, {bias_type})"
+            body = [
+                f"^bb0(%x: {out}, %y: {out}, %o: {out}):",
+                f"  %s = arith.addf %x, %y : {out}",
+                f"  linalg.yield %s : {out}",
+            ]
+        else:
+            maps = [identity, identity]
+            ins = f"ins({value} : {self.layout_type(layout)})"
+            constant, op = ("0.0", "arith.maximumf") if kind == "relu" else ("0.5", "arith.mulf")
+            body = [
+                f"^bb0(%x: {out}, %o: {out}):",
+                f"  %k = arith.constant {constant} : {out}",
+                f"  %s = {op} %x, %k : {out}",
+                f"  linalg.yield %s : {out}",
+            ]
+        produced_type = self.layout_type(produced)
+        region = "\n    ".join(body)
+        return [
+            f"{name}_init = {empty(produced)}",
+            f"{name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+            f"iterator_types = [{iterators}]}} {ins} outs({name}_init : {produced_type}) "
+            f"{{\n    {region}\n  }} -> {produced_type}",
+        ]
 
     def module(self) -> ir.Module:
         """The parsed module (in the active context), ranges written on the op if asked."""
@@ -223,8 +340,8 @@ class Contraction:
 
 
 def contraction_op(module: ir.Module) -> ir.Operation:
-    (op,) = linalg_ops(module.operation)
-    return op
+    """The contraction: the first linalg op (its consumers come after it)."""
+    return linalg_ops(module.operation)[0]
 
 
 def linalg_ops(module: ir.Operation) -> list[ir.Operation]:
@@ -261,12 +378,14 @@ def contractions(
     range_max: int = 96,
     extent: st.SearchStrategy[int] = extent_values,
     reduction_last: bool = False,
+    consumers: bool = False,
 ) -> Contraction:
     """A random contraction: form, layouts, dynamic loops (at least one), extents, ranges.
 
     ``reduction_last``: a ``linalg.generic`` keeps K as its last loop: IREE interchanges
     every generic to that order before it reads a ``compilation_info`` written for the
     original one (``test_fuzz.py::test_generic_with_k_before_a_parallel_loop_builds``).
+    ``consumers``: draw a chain of fused consumers (a bias once at most).
     """
     form = draw(st.sampled_from(list(forms)))
     if form in NAMED_FORMS:
@@ -312,7 +431,14 @@ def contractions(
         loose=loose if draw(st.integers(0, 3)) == 0 else frozenset(),
         explicit_maps=explicit,
         annotate=draw(st.booleans()),
+        consumers=draw(consumer_chains) if consumers else (),
     )
+
+
+CONSUMERS = ("bias", "relu", "scale", "transpose")
+consumer_chains = st.lists(st.sampled_from(CONSUMERS), max_size=3).map(
+    lambda chain: tuple(c for i, c in enumerate(chain) if c != "bias" or "bias" not in chain[:i])
+)
 
 
 tile_sizes = st.one_of(
@@ -382,12 +508,14 @@ def host_space_candidates() -> st.SearchStrategy[Candidate]:
 
 def compiled_contractions(range_max: int = 48) -> st.SearchStrategy[Contraction]:
     """What the compiled property builds: types numpy holds, extents and ranges kept small
-    (a case runs several shapes), K last in a generic (``reduction_last``)."""
+    (a case runs several shapes), K last in a generic (``reduction_last``), fused
+    consumers after the op."""
     return contractions(
         types=COMPILED_TYPES,
         range_max=range_max,
         extent=st.integers(1, range_max),
         reduction_last=True,
+        consumers=True,
     )
 
 
@@ -461,11 +589,12 @@ def make_plan(workload: Workload, case: Contraction, spec: PlanSpec) -> Workload
 
 
 def analysed(module: ir.Module) -> tuple[ir.Operation, Workload]:
-    (found,) = list(workloads(module.operation, "fuzz.mlir"))
-    op, workload = found
-    if isinstance(workload, NotAWorkload):
-        raise AssertionError(f"not a workload: {workload}")
-    return op, workload
+    """The one workload of a case's module (its consumers are dynamic ops, not workloads)."""
+    found = list(workloads(module.operation, "fuzz.mlir"))
+    tuned = [(op, w) for op, w in found if not isinstance(w, NotAWorkload)]
+    reasons = [str(w) for _, w in found if isinstance(w, NotAWorkload)]
+    assert len(tuned) == 1, f"expected one workload, found {len(tuned)}; not workloads: {reasons}"
+    return tuned[0]
 
 
 def check_workload(case: Contraction, seed: int = 0) -> None:
@@ -645,7 +774,9 @@ def check_emit_dispatch(
         probes = probe_shapes(planned, rng, probe_limit)
         for dims in probes:
             COUNTS[f"{counter}.shapes"] += 1
-            reached, path = walk_cascade(func, case.shapes(dims)[:2])
+            reached, path = walk_cascade(func, case.arg_shapes(dims))
+            reached, chain = _contraction_behind(reached)
+            assert chain == len(case.consumers), f"{chain} consumers in the branch of {dims}"
             kernel = planned.select(dims)
             label = ir.StringAttr(reached.attributes[KERNEL_ATTR]).value
             config = (
@@ -665,6 +796,16 @@ def check_emit_dispatch(
         assert emit_dispatch(PassContext(again, io.StringIO()), module.operation, plan) == 0
         assert str(module) == text, "a second dcmlir-emit-dispatch changed the module"
     return Dispatched(case, planned, text, probes)
+
+
+def _contraction_behind(op: ir.Operation) -> tuple[ir.Operation, int]:
+    """The kernel a branch runs, from the op it yields (the last of its fused consumers):
+    each consumer reads its producer as its first input. Also how many consumers were passed."""
+    chain = 0
+    while KERNEL_ATTR not in op.attributes:
+        op = op.operands[0].owner.operation
+        chain += 1
+    return op, chain
 
 
 # --- property 3: the compiled dispatch matches numpy -----------------------------------------------
@@ -738,21 +879,33 @@ def check_compiled(
     with ir.Context():
         _, workload = analysed(case.module())
     ran = 0
+    out_type = NUMPY[case.types[2]]
     for dims in run_shapes(case, dispatched.plan, rng, extra_shapes):
-        a_shape, b_shape, out_shape = case.shapes(dims)
+        a_shape, b_shape, _ = case.shapes(dims)
         a = data.standard_normal(a_shape).astype(NUMPY[case.types[0]])
         b = data.standard_normal(b_shape).astype(NUMPY[case.types[1]])
-        (got,) = function(a, b)
-        want = np.einsum(case.einsum(), a.astype(np.float64), b.astype(np.float64))
+        inputs = [a, b]
+        bias = None
+        if case.bias_role() is not None:
+            bias = data.standard_normal(case.arg_shapes(dims)[2]).astype(out_type)
+            inputs.append(bias)
+        (got,) = function(*inputs)
+        product = np.einsum(case.einsum(), a.astype(np.float64), b.astype(np.float64))
         (theirs,) = reference(workload, [a, b])
-        np.testing.assert_allclose(theirs, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(theirs, product, rtol=1e-12, atol=1e-12)
+        want = case.apply_consumers(product, None if bias is None else bias.astype(np.float64))
         kernel = dispatched.plan.select(dims)
         where = f"shape {dims} ({kernel.candidate_key if kernel else FALLBACK})"
+        values = case.values(dims)
+        out_shape = tuple(values[role] for role in case.result_layout())
         assert got.shape == out_shape, f"{where}: output {got.shape}, expected {out_shape}"
-        assert got.dtype == NUMPY[case.types[2]], f"{where}: dtype {got.dtype}"
+        assert got.dtype == out_type, f"{where}: dtype {got.dtype}"
         scale = np.einsum(case.einsum(), np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-        depth = case.values(dims)["k"]
-        error = np.abs(got.astype(np.float64) - want) - error_bound(case.types[2], depth, scale)
+        magnitudes = case.magnitudes(scale, None if bias is None else bias.astype(np.float64))
+        depth = values["k"] + len(case.consumers)
+        error = np.abs(got.astype(np.float64) - want) - error_bound(
+            case.types[2], depth, magnitudes
+        )
         if error.size:
             worst = np.unravel_index(int(np.argmax(error)), error.shape)
             assert error[worst] <= 0, (

@@ -1,9 +1,9 @@
 """Fuzzed correctness of the passes and of the compiled dispatch (hypothesis).
 
 Random contraction modules (form, loop order, layouts, dynamic loops, extents,
-element types, ranges) go through ``dcmlir-microkernel-tile`` and, with random
-plans, ``dcmlir-emit-dispatch``; a few are compiled by IREE and run against
-numpy. The strategies and the properties live in ``tests/fuzz_strategies.py``
+element types, ranges, fused consumers) go through ``dcmlir-microkernel-tile``
+and, with random plans, ``dcmlir-emit-dispatch``; a few are compiled by IREE
+and run against numpy. The strategies and the properties live in ``tests/fuzz_strategies.py``
 (``benchmarks/fuzz.py`` runs them for longer). CI runs a fixed, derandomized
 set of examples, so a failure here reproduces with the same command; the
 number of cases each property ran is printed at the end of the module.
@@ -41,7 +41,6 @@ CI = settings(
 )
 
 
-
 @pytest.fixture(scope="module", autouse=True)
 def report_counts(request: pytest.FixtureRequest) -> Iterator[None]:
     """Print how many cases each property ran (also with output captured)."""
@@ -68,7 +67,7 @@ def _ran(name: str, property_test: object) -> int:
 
 
 @settings(CI, max_examples=WORKLOAD_EXAMPLES)
-@given(fs.contractions(), st.integers(0, 2**16))
+@given(fs.contractions(consumers=True), st.integers(0, 2**16))
 def _workload_property(case: fs.Contraction, seed: int) -> None:
     fs.check_workload(case, seed)
 
@@ -88,7 +87,7 @@ def test_microkernel_tile_output_verifies_and_tiles_are_static() -> None:
 
 
 @settings(CI, max_examples=EMIT_EXAMPLES)
-@given(fs.contractions(), fs.plan_specs())
+@given(fs.contractions(consumers=True), fs.plan_specs())
 def _emit_property(case: fs.Contraction, spec: fs.PlanSpec) -> None:
     fs.check_emit_dispatch(case, spec)
 
@@ -109,6 +108,7 @@ F16_BATCH = fs.Contraction(
     types=("f16", "f16", "f16"),
     ranges={"b": (1, 4), "m": (2, 20)},
     explicit_maps=True,
+    consumers=("bias", "transpose", "relu"),
 )
 MIXED_K_FROM_ZERO = fs.Contraction(
     form="generic",
