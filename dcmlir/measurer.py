@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, ClassVar
 
 from dcmlir.build import remove_stale_scratch, scratch_directory
 from dcmlir.builder import Builder, BuiltVariant, Route
@@ -93,6 +93,9 @@ class MeasureReport:
 class Measurer:
     """Measures (candidate, shape) pairs of one workload on one target.
 
+    One measuring process per Python process at a time: a measurer that starts
+    measuring stops another's process (see :meth:`_start_runner`).
+
     Keep one per tuning run (``with Measurer(...) as m:``): variants built once
     are reused by later calls, and the measuring process stays up.
 
@@ -101,6 +104,8 @@ class Measurer:
     without it, :meth:`measure_pairs` raises :class:`NoDevice` before building
     (a tuner that needs timings must stop, not loop on empty reports).
     """
+
+    _running: ClassVar[Measurer | None] = None  # whose measuring process is up
 
     def __init__(
         self,
@@ -146,13 +151,33 @@ class Measurer:
 
     def close(self) -> None:
         """Stop the measuring process and delete the compiled variants."""
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self._stop_runner()
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
         self._built.clear()
+
+    def _start_runner(self) -> Runner:
+        """This measurer's measuring process, after stopping any other measurer's.
+
+        A model tuning keeps one measurer per workload; one measuring process each, all
+        alive, would hold every workload's modules and inputs at once (memory growing with
+        the number of distinct workloads). One at a time costs a process start per switch.
+        """
+        running = Measurer._running
+        if running is not None and running is not self:
+            running._stop_runner()
+        if self._runner is None:
+            self._runner = Runner(self.runner_settings)
+        Measurer._running = self
+        return self._runner
+
+    def _stop_runner(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if Measurer._running is self:
+            Measurer._running = None
 
     # -- records ---------------------------------------------------------------------------
     def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record]]:
@@ -264,11 +289,10 @@ class Measurer:
                 file=self.stream,
             )
             return report
-        if self._runner is None:
-            self._runner = Runner(self.runner_settings)
+        runner = self._start_runner()
         for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
             if todo[shape]:
-                self._measure_shape(self._runner, shape, list(todo[shape].values()), built, report)
+                self._measure_shape(runner, shape, list(todo[shape].values()), built, report)
         self._warn_drift(report)
         return report
 

@@ -80,6 +80,27 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
         assert single.measured == 1 and single.records[(PICKED[1].key(), (6,))].ok
 
 
+def test_one_measuring_process_at_a_time(tmp_path: Path) -> None:
+    """A model tuning keeps a measurer per workload: the one measuring stops the others'
+    process, so memory does not grow with the number of distinct workloads."""
+    db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
+    stream = io.StringIO()
+    with (
+        Measurer(workload_of(DENSE), CpuTarget(), db, runner_settings=FAST, stream=stream) as a,
+        Measurer(workload_of(SCORES), CpuTarget(), db, runner_settings=FAST, stream=stream) as b,
+    ):
+        a.measure(PICKED[:1], [(2,)])
+        assert a._runner is not None
+        first = a._runner._worker
+        assert first is not None and first.alive()
+        b.measure(PICKED[:1], [(2, 3)])
+        assert a._runner is None and not first.alive()  # stopped, not left running
+        assert b._runner is not None
+        again = a.measure(PICKED[:1], [(3,)])  # a restarts its own; b's stops
+        assert again.records[(PICKED[0].key(), (3,))].ok
+        assert b._runner is None and a._runner is not None
+
+
 def test_batch_matmul_with_two_dynamic_dims(tmp_path: Path) -> None:
     workload = workload_of(SCORES)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
