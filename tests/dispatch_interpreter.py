@@ -22,12 +22,12 @@ _PREDICATES: dict[int, Callable[[int, int], bool]] = {
 
 
 def walk_cascade(
-    func: ir.Operation, arg_shapes: list[tuple[int, ...]]
+    func: ir.Operation, arg_shapes: list[tuple[int, ...]], result: int = 0
 ) -> tuple[ir.Operation, list[bool]]:
     """Follow the function's scf.if branches for given argument shapes.
 
-    Returns the contraction the taken path runs and the branch taken at each
-    scf.if (True: then). Only what the cascade uses is evaluated: constants,
+    Returns the linalg op that yields the function's result ``result`` on the
+    taken path and the branch taken at each scf.if (True: then). Only what the cascade uses is evaluated: constants,
     tensor.dim of arguments, arith.cmpi, arith.ori, arith.select, scf.if, scf.yield.
     """
     env: dict[ir.Value, Any] = {}
@@ -53,8 +53,10 @@ def walk_cascade(
                 taken = bool(env[op.operands[0]])
                 path.append(taken)
                 env[op.results[0]] = run(op.regions[0 if taken else 1].blocks[0])
-            elif name in ("scf.yield", "func.return"):
+            elif name == "scf.yield":
                 return env[op.operands[0]]
+            elif name == "func.return":
+                return env[op.operands[result]]
             elif name.startswith("linalg.") and name != "linalg.fill":
                 env[op.results[0]] = op.operation
         raise AssertionError("block without a terminator")

@@ -37,7 +37,7 @@ from dcmlir.passes.emit_dispatch import COMPILATION_INFO, FALLBACK, KERNEL_ATTR,
 from dcmlir.passes.microkernel_tile import MicrokernelTilePass
 from dcmlir.plan import Plan, WorkloadPlan
 from dcmlir.schedule import TARGET_ATTR
-from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, cpu_space
+from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, candidate_from_key, cpu_space
 from dcmlir.target import CpuTarget
 from dcmlir.workload import NotAWorkload, Workload, workloads, write_ranges
 
@@ -96,7 +96,11 @@ class Contraction:
     role's (lo, hi); ``annotate``: the ranges are written on the op
     (``dcmlir.dim_ranges``) rather than given to the plan; ``consumers``: the
     elementwise chain after the op that IREE fuses into its dispatch
-    (:data:`CONSUMERS`), which ``dcmlir-emit-dispatch`` moves into every branch.
+    (:data:`CONSUMERS`), which ``dcmlir-emit-dispatch`` moves into every branch;
+    ``copies``: how many identical ops (one workload) the function computes, each
+    with its own consumers, returning every result; ``preset``: the key of a
+    candidate whose ``compilation_info`` the ops carry already (the dispatch must
+    drop it in the fallback and replace it in the kernels).
     """
 
     form: str
@@ -111,6 +115,8 @@ class Contraction:
     explicit_maps: bool = False
     annotate: bool = False
     consumers: tuple[str, ...] = ()
+    copies: int = 1
+    preset: str | None = None
 
     # -- what it is ------------------------------------------------------------------------
     def loop(self, role: str) -> int:
@@ -197,6 +203,8 @@ class Contraction:
             f"{self.form} loops={self.loops} layouts={','.join(self.layouts)} "
             f"types={','.join(self.types)} dynamic[{dyn}] static[{static}]"
             + (f" consumers={','.join(self.consumers)}" if self.consumers else "")
+            + (f" copies={self.copies}" if self.copies > 1 else "")
+            + (f" preset={self.preset}" if self.preset else "")
         )
 
     # -- the module ------------------------------------------------------------------------
@@ -256,7 +264,8 @@ class Contraction:
         if role is not None:
             args.append(f"%bias: {self.layout_type(role)}")
         result_type = self.layout_type(self.result_layout())
-        lines = [f"func.func @{FUNCTION}({', '.join(args)}) -> {result_type} {{"]
+        results = ", ".join([result_type] * self.copies)
+        lines = [f"func.func @{FUNCTION}({', '.join(args)}) -> ({results}) {{"]
         size_of: dict[str, str] = {}
         for role in self.layouts[2]:
             if role not in self.dynamic:
@@ -276,16 +285,20 @@ class Contraction:
             f"  %zero = arith.constant 0.0 : {out}",
             f"  %empty = {empty(self.layouts[2])}",
             f"  %init = linalg.fill ins(%zero : {out}) outs(%empty : {tc}) -> {tc}",
-            f"  %r = {self.op_text()}",
         ]
-        value, layout = "%r", self.layouts[2]
-        for position, consumer in enumerate(self.consumers):
-            name = f"%c{position}"
-            lines += [f"  {line}" for line in self._consumer(consumer, name, value, layout, empty)]
-            if consumer == "transpose":
-                layout = layout[:-2] + layout[-1] + layout[-2]
-            value = name
-        lines += [f"  return {value} : {result_type}", "}"]
+        returned = []
+        for copy in range(self.copies):
+            value, layout = f"%r{copy}", self.layouts[2]
+            lines.append(f"  {value} = {self.op_text()}")
+            for position, consumer in enumerate(self.consumers):
+                name = f"%c{copy}_{position}"
+                chain = self._consumer(consumer, name, value, layout, empty)
+                lines += [f"  {line}" for line in chain]
+                if consumer == "transpose":
+                    layout = layout[:-2] + layout[-1] + layout[-2]
+                value = name
+            returned.append(value)
+        lines += [f"  return {', '.join(returned)} : {results}", "}"]
         return "\n".join(lines) + "\n"
 
     def _consumer(
@@ -332,10 +345,18 @@ class Contraction:
         ]
 
     def module(self) -> ir.Module:
-        """The parsed module (in the active context), ranges written on the op if asked."""
+        """The parsed module (in the active context): ranges and a preset config written on
+        the ops if asked."""
         module = parse_module(self.text())
-        if self.annotate:
-            write_ranges(contraction_op(module), self.role_ranges())
+        for op, found in workloads(module.operation):
+            if isinstance(found, NotAWorkload):
+                continue
+            if self.annotate:
+                write_ranges(op, self.role_ranges())
+            if self.preset:
+                info = candidate_from_key(self.preset).compilation_info(found)
+                if info is not None:
+                    op.attributes[COMPILATION_INFO] = ir.Attribute.parse(info)
         return module
 
 
@@ -385,7 +406,8 @@ def contractions(
     ``reduction_last``: a ``linalg.generic`` keeps K as its last loop: IREE interchanges
     every generic to that order before it reads a ``compilation_info`` written for the
     original one (``test_fuzz.py::test_generic_with_k_before_a_parallel_loop_builds``).
-    ``consumers``: draw a chain of fused consumers (a bias once at most).
+    ``consumers``: draw a chain of fused consumers (a bias once at most), copies of the
+    op and a config the op carries already (what the dispatch properties exercise).
     """
     form = draw(st.sampled_from(list(forms)))
     if form in NAMED_FORMS:
@@ -432,7 +454,13 @@ def contractions(
         explicit_maps=explicit,
         annotate=draw(st.booleans()),
         consumers=draw(consumer_chains) if consumers else (),
+        copies=draw(st.sampled_from([1, 1, 1, 2, 3])) if consumers else 1,
+        preset=draw(st.one_of(st.none(), st.sampled_from(PRESETS))) if consumers else None,
     )
+
+
+PRESETS = ("default", "cpu:wg16x64:v4x16:k8", "cpu:wg8x128:c8x32:v1x16:k4")
+"""Configs an op may carry before the dispatch (a user's, or an earlier tool's)."""
 
 
 CONSUMERS = ("bias", "relu", "scale", "transpose")
@@ -588,12 +616,20 @@ def make_plan(workload: Workload, case: Contraction, spec: PlanSpec) -> Workload
 # --- property 0: the workload is what the module says ------------------------------------------
 
 
-def analysed(module: ir.Module) -> tuple[ir.Operation, Workload]:
-    """The one workload of a case's module (its consumers are dynamic ops, not workloads)."""
+def analysed_all(module: ir.Module) -> list[tuple[ir.Operation, Workload]]:
+    """Every workload of a case's module (its consumers are dynamic ops, not workloads)."""
     found = list(workloads(module.operation, "fuzz.mlir"))
     tuned = [(op, w) for op, w in found if not isinstance(w, NotAWorkload)]
     reasons = [str(w) for _, w in found if isinstance(w, NotAWorkload)]
-    assert len(tuned) == 1, f"expected one workload, found {len(tuned)}; not workloads: {reasons}"
+    assert tuned, f"no workload; not workloads: {reasons}"
+    return tuned
+
+
+def analysed(module: ir.Module) -> tuple[ir.Operation, Workload]:
+    """The workload of a case's module: its copies are one workload (one key)."""
+    tuned = analysed_all(module)
+    keys = {w.key for _, w in tuned}
+    assert len(keys) == 1, f"identical ops with different keys: {sorted(keys)}"
     return tuned[0]
 
 
@@ -601,7 +637,9 @@ def check_workload(case: Contraction, seed: int = 0) -> None:
     """Roles, extents, dynamic loops, ranges and the numpy reference follow the description."""
     COUNTS["workload"] += 1
     with ir.Context():
-        _, workload = analysed(case.module())
+        module = case.module()
+        assert len(analysed_all(module)) == case.copies
+        _, workload = analysed(module)
     assert [d.role for d in workload.dims] == list(case.loops)
     for dim in workload.dims:
         role = case.loops[dim.index]
@@ -760,7 +798,7 @@ def check_emit_dispatch(
     COUNTS[counter] += 1
     with ir.Context():
         module, workload, planned, count = emit(case, spec)
-        assert count == 1
+        assert count == case.copies
         assert module.operation.verify()
         text = str(module)
         assert parse_module(text).operation.verify()
@@ -774,23 +812,26 @@ def check_emit_dispatch(
         probes = probe_shapes(planned, rng, probe_limit)
         for dims in probes:
             COUNTS[f"{counter}.shapes"] += 1
-            reached, path = walk_cascade(func, case.arg_shapes(dims))
-            reached, chain = _contraction_behind(reached)
-            assert chain == len(case.consumers), f"{chain} consumers in the branch of {dims}"
             kernel = planned.select(dims)
-            label = ir.StringAttr(reached.attributes[KERNEL_ATTR]).value
-            config = (
-                str(reached.attributes[COMPILATION_INFO])
-                if COMPILATION_INFO in reached.attributes
-                else None
-            )
-            if kernel is None:
-                assert path == [True], (dims, path)
-                assert label == FALLBACK and config is None, (dims, label)
-                continue
-            assert path[0] is False, (dims, path)
-            assert label == kernel.candidate_key, (dims, label, kernel.candidate_key)
-            assert config == parsed_infos[kernel.index], (dims, config)
+            for copy in range(case.copies):
+                reached, path = walk_cascade(func, case.arg_shapes(dims), result=copy)
+                reached, chain = _contraction_behind(reached)
+                assert chain == len(case.consumers), f"{chain} consumers in the branch of {dims}"
+                label = ir.StringAttr(reached.attributes[KERNEL_ATTR]).value
+                config = (
+                    str(reached.attributes[COMPILATION_INFO])
+                    if COMPILATION_INFO in reached.attributes
+                    else None
+                )
+                # The cascade opens with the range check (then: the fallback); with copies
+                # the path holds every cascade's branches, the kernel reached is what counts.
+                if kernel is None:
+                    assert label == FALLBACK and config is None, (dims, label)
+                    assert case.copies > 1 or path == [True], (dims, path)
+                    continue
+                assert case.copies > 1 or path[0] is False, (dims, path)
+                assert label == kernel.candidate_key, (dims, label, kernel.candidate_key)
+                assert config == parsed_infos[kernel.index], (dims, config)
         again = DiagnosticEngine("fuzz.mlir")
         plan = Plan(PLAN_TARGET, "fuzz", (planned,))
         assert emit_dispatch(PassContext(again, io.StringIO()), module.operation, plan) == 0
@@ -889,7 +930,8 @@ def check_compiled(
         if case.bias_role() is not None:
             bias = data.standard_normal(case.arg_shapes(dims)[2]).astype(out_type)
             inputs.append(bias)
-        (got,) = function(*inputs)
+        outputs = function(*inputs)
+        assert len(outputs) == case.copies, f"{len(outputs)} results for {case.copies} copies"
         product = np.einsum(case.einsum(), a.astype(np.float64), b.astype(np.float64))
         (theirs,) = reference(workload, [a, b])
         np.testing.assert_allclose(theirs, product, rtol=1e-12, atol=1e-12)
@@ -898,19 +940,19 @@ def check_compiled(
         where = f"shape {dims} ({kernel.candidate_key if kernel else FALLBACK})"
         values = case.values(dims)
         out_shape = tuple(values[role] for role in case.result_layout())
-        assert got.shape == out_shape, f"{where}: output {got.shape}, expected {out_shape}"
-        assert got.dtype == out_type, f"{where}: dtype {got.dtype}"
         scale = np.einsum(case.einsum(), np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
         magnitudes = case.magnitudes(scale, None if bias is None else bias.astype(np.float64))
-        depth = values["k"] + len(case.consumers)
-        error = np.abs(got.astype(np.float64) - want) - error_bound(
-            case.types[2], depth, magnitudes
-        )
-        if error.size:
-            worst = np.unravel_index(int(np.argmax(error)), error.shape)
-            assert error[worst] <= 0, (
-                f"{where}: got {got[worst]}, numpy {want[worst]} at {tuple(map(int, worst))}"
-            )
+        bound = error_bound(case.types[2], values["k"] + len(case.consumers), magnitudes)
+        for copy, got in enumerate(outputs):
+            at = f"{where}, result {copy}"
+            assert got.shape == out_shape, f"{at}: output {got.shape}, expected {out_shape}"
+            assert got.dtype == out_type, f"{at}: dtype {got.dtype}"
+            error = np.abs(got.astype(np.float64) - want) - bound
+            if error.size:
+                worst = np.unravel_index(int(np.argmax(error)), error.shape)
+                assert error[worst] <= 0, (
+                    f"{at}: got {got[worst]}, numpy {want[worst]} at {tuple(map(int, worst))}"
+                )
         ran += 1
         COUNTS["compiled.shapes"] += 1
     return ran
