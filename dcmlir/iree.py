@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,11 +70,23 @@ def run_compile(input_text: str, flags: Sequence[str], timeout: float | None = N
     success, while callers here need the log as data (a transform library that
     fails to load prints an error but exits 0). Raises ``subprocess.TimeoutExpired``
     after ``timeout`` seconds.
+
+    iree-compile links each executable through object files in ``$TMPDIR``
+    (``NAME_dispatch_0-XXXXXX.o``/``.so``) and deletes them when done; one killed
+    mid-link (a time limit, kill -9) cannot. So it gets a scratch directory of its own,
+    removed here, named ``dcmlir-compile-PID-*`` so that what a killed dcmlir leaves is
+    found and removed later (``dcmlir.build.stale_scratch``).
     """
     command = [find_tool("iree-compile"), "-", "-o", "-", *flags]
-    process = subprocess.run(
-        command, input=input_text.encode(), capture_output=True, check=False, timeout=timeout
-    )
+    with tempfile.TemporaryDirectory(prefix=f"dcmlir-compile-{os.getpid()}-") as scratch:
+        process = subprocess.run(
+            command,
+            input=input_text.encode(),
+            capture_output=True,
+            check=False,
+            timeout=timeout,
+            env={**os.environ, "TMPDIR": scratch},
+        )
     log = process.stderr.decode("utf-8", errors="replace")
     return CompilerRun(process.returncode, process.stdout, log)
 

@@ -194,6 +194,33 @@ def test_cache_command_reports_and_clears_scratch_of_killed_runs(
     assert main(["cache"]) == 0 and len(capsys.readouterr().out.splitlines()) == 2
 
 
+def test_iree_compile_temp_files_stay_in_a_scratch_dir_that_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iree-compile links through NAME-XXXXXX.o/.so in $TMPDIR; killed mid-link it leaves
+    them. It gets its own dcmlir-compile-PID-* directory, removed after every compile."""
+    from iree.compiler.tools.binaries import find_tool
+
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    seen = tmp_path / "seen-tmpdir"
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    fake = tools / "iree-compile"
+    fake.write_text(  # leaves a file where a killed link would, then compiles for real
+        f'#!/bin/sh\necho "$TMPDIR" > {seen}\ntouch "$TMPDIR/dense_dispatch_0-1a2b3c.o"\n'
+        f'exec {find_tool("iree-compile")} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    result = build(example("bert_dense.mlir"), use_cache=False)
+    assert result.vmfb[:2] == b"PK"
+    used = Path(seen.read_text().strip())
+    assert used.parent == system_tmp and used.name.startswith(f"dcmlir-compile-{os.getpid()}-")
+    assert list(system_tmp.iterdir()) == []  # the directory and what was left in it: gone
+
+
 def test_a_crash_names_the_signal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def crashed(text: str, flags: object, timeout: object) -> CompilerRun:
         return CompilerRun(-11, b"", "Stack dump:\n0. Program arguments: iree-compile -\n")
