@@ -62,7 +62,7 @@ def properties(cache: BuildCache, compiled_batch: int) -> list[Property]:
     def workload(round_seed: int) -> Callable[[], None]:
         @seed(round_seed)
         @_settings(100)
-        @given(fs.contractions(), st.integers(0, 2**16))
+        @given(fs.contractions(consumers=True), st.integers(0, 2**16))
         def run(case: fs.Contraction, data_seed: int) -> None:
             fs.check_workload(case, data_seed)
 
@@ -80,7 +80,7 @@ def properties(cache: BuildCache, compiled_batch: int) -> list[Property]:
     def emit(round_seed: int) -> Callable[[], None]:
         @seed(round_seed)
         @_settings(50)
-        @given(fs.contractions(range_max=4096), fs.plan_specs())
+        @given(fs.contractions(range_max=1 << 20, consumers=True), fs.plan_specs())
         def run(case: fs.Contraction, spec: fs.PlanSpec) -> None:
             fs.check_emit_dispatch(case, spec, probe_limit=300)
 
@@ -95,11 +95,21 @@ def properties(cache: BuildCache, compiled_batch: int) -> list[Property]:
 
         return run
 
+    def kernel_module(round_seed: int) -> Callable[[], None]:
+        @seed(round_seed)
+        @_settings(compiled_batch // 2 or 1)
+        @given(fs.compiled_contractions(range_max=64), fs.compiled_plans(max_kernels=5))
+        def run(case: fs.Contraction, spec: fs.PlanSpec) -> None:
+            fs.check_kernel_module(case, spec, cache, shapes=4)
+
+        return run
+
     return [
         Property("workload", 100, workload),
         Property("microkernel_tile", 100, tile),
         Property("emit_dispatch", 50, emit),
         Property("compiled", compiled_batch, compiled),
+        Property("kernel_module", compiled_batch // 2 or 1, kernel_module),
     ]
 
 
@@ -122,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the first round")
     parser.add_argument(
-        "--only", default="", help="comma-separated properties to run (default: all four)"
+        "--only", default="", help="comma-separated properties to run (default: all)"
     )
     parser.add_argument(
         "--compiled-batch", type=int, default=10, help="compiled cases per round (default 10)"

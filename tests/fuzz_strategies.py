@@ -29,13 +29,14 @@ from hypothesis import strategies as st
 
 from dcmlir.build import BuildCache, build
 from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.iree import load_function
-from dcmlir.kernel import reference
+from dcmlir.iree import load_function, load_functions
+from dcmlir.kernel import input_shapes, kernel_module_text, reference
 from dcmlir.mlir import ir, parse_module
 from dcmlir.pass_base import PassContext
 from dcmlir.passes.emit_dispatch import COMPILATION_INFO, FALLBACK, KERNEL_ATTR, emit_dispatch
 from dcmlir.passes.microkernel_tile import MicrokernelTilePass
 from dcmlir.plan import Plan, WorkloadPlan
+from dcmlir.routes import ConfigRoute
 from dcmlir.schedule import TARGET_ATTR
 from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, candidate_from_key, cpu_space
 from dcmlir.target import CpuTarget
@@ -955,6 +956,58 @@ def check_compiled(
                 )
         ran += 1
         COUNTS["compiled.shapes"] += 1
+    return ran
+
+
+# --- property 4: the tuner's kernel modules compute the op ----------------------------------------
+
+
+def check_kernel_module(
+    case: Contraction, spec: PlanSpec, cache: BuildCache | None = None, shapes: int = 4
+) -> int:
+    """Every variant of a kernel module (the module the tuner builds and times: the op
+    re-created from its workload, one function per candidate, configs attached as the
+    ``config`` route does) matches numpy. Returns how many (variant, shape) calls ran."""
+    COUNTS["kernel_module"] += 1
+    with ir.Context():
+        _, workload = analysed(case.module())
+    names = [f"v{index}" for index in range(len(spec.kernels))]
+    variants = [
+        ConfigRoute().variant(workload, candidate, name)
+        for name, candidate in zip(names, spec.kernels, strict=True)
+    ]
+    text = kernel_module_text(workload, variants)
+    built = build(text, "llvm-cpu", cache=cache, source_name="kernels.mlir")
+    functions, errors = load_functions(built.vmfb, names)
+    assert not errors, errors
+    rng = random.Random(spec.seed)
+    data = np.random.default_rng(spec.seed)
+    ranges = case.role_ranges()
+    ran = 0
+    for _ in range(shapes):
+        dims = {
+            loop: rng.choice([0, 1, lo, hi, hi + 1, rng.randint(lo, hi)])
+            for loop, (lo, hi) in ranges.items()
+        }
+        a_shape, b_shape, out_shape = case.shapes(dims)
+        assert input_shapes(workload, dims) == [a_shape, b_shape]
+        a = data.standard_normal(a_shape).astype(NUMPY[case.types[0]])
+        b = data.standard_normal(b_shape).astype(NUMPY[case.types[1]])
+        want = np.einsum(case.einsum(), a.astype(np.float64), b.astype(np.float64))
+        scale = np.einsum(case.einsum(), np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+        bound = error_bound(case.types[2], case.values(dims)["k"], scale)
+        for name, candidate in zip(names, spec.kernels, strict=True):
+            (got,) = functions[name](a, b)
+            where = f"variant {name} ({candidate.key()}) at {dims}"
+            assert got.shape == out_shape, f"{where}: output {got.shape}, expected {out_shape}"
+            error = np.abs(got.astype(np.float64) - want) - bound
+            if error.size:
+                worst = np.unravel_index(int(np.argmax(error)), error.shape)
+                assert error[worst] <= 0, (
+                    f"{where}: got {got[worst]}, numpy {want[worst]} at {tuple(map(int, worst))}"
+                )
+            ran += 1
+            COUNTS["kernel_module.calls"] += 1
     return ran
 
 

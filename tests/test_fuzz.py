@@ -31,6 +31,7 @@ WORKLOAD_EXAMPLES = 100
 TILE_EXAMPLES = 120
 EMIT_EXAMPLES = 60
 COMPILED_EXAMPLES = 6
+KERNEL_MODULE_EXAMPLES = 4
 
 CI = settings(
     derandomize=True,
@@ -141,6 +142,19 @@ def test_compiled_dispatch_matches_numpy() -> None:
     before = fs.COUNTS["compiled.shapes"]
     assert _ran("compiled", _compiled_property) >= COMPILED_EXAMPLES
     assert fs.COUNTS["compiled.shapes"] - before >= 5 * COMPILED_EXAMPLES
+
+
+@settings(CI, max_examples=KERNEL_MODULE_EXAMPLES)
+@given(fs.compiled_contractions(), fs.compiled_plans())
+def _kernel_module_property(case: fs.Contraction, spec: fs.PlanSpec) -> None:
+    fs.check_kernel_module(case, spec)
+
+
+def test_tuning_kernel_modules_match_numpy() -> None:
+    """The module the tuner builds and times computes the op, for every variant."""
+    before = fs.COUNTS["kernel_module.calls"]
+    assert _ran("kernel_module", _kernel_module_property) >= KERNEL_MODULE_EXAMPLES
+    assert fs.COUNTS["kernel_module.calls"] - before >= 4 * KERNEL_MODULE_EXAMPLES
 
 
 # --- regressions: what the fuzzer found ------------------------------------------------------------
