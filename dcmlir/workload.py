@@ -430,6 +430,10 @@ def trace_dim(
         # the result's dynamic dims, in order, are the op's trailing dynamic-size operands
         sizes = _dynamic_size_operands(producer)
         return _trace_sized_dim(value, dim, sizes, origin, depth)
+    if name == "tensor.reshape":
+        return _trace_reshape_dim(producer, dim, origin, depth)
+    if name == "tensor.collapse_shape":
+        return _trace_collapsed_dim(producer, dim, origin, depth)
     if name.startswith("linalg.") and len(producer.operands) > len(producer.results):
         # A destination-style op (linalg.softmax included): result i has the shape of its init.
         n_inputs = len(producer.operands) - len(producer.results)
@@ -483,6 +487,36 @@ def _trace_sized_dim(
     position = sum(1 for s in shape[:dim] if s == dynamic)
     if position < len(sizes):
         trace_index(sizes[position], origin, depth + 1)
+    return origin
+
+
+def _trace_reshape_dim(reshape: ir.Operation, dim: int, origin: DimOrigin, depth: int) -> DimOrigin:
+    """``tensor.reshape %x(%shape)``: dim ``dim`` is element ``dim`` of a ``from_elements``."""
+    shape = reshape.operands[1]
+    if isinstance(shape, ir.OpResult) and shape.owner.operation.name == "tensor.from_elements":
+        elements = shape.owner.operation.operands
+        if dim < len(elements):
+            trace_index(elements[dim], origin, depth + 1)
+    return origin
+
+
+def _trace_collapsed_dim(
+    collapse: ir.Operation, dim: int, origin: DimOrigin, depth: int
+) -> DimOrigin:
+    """A collapsed dim is a source dim when the rest of its group is static 1s."""
+    groups = [
+        [int(ir.IntegerAttr(i).value) for i in group]
+        for group in collapse.attributes["reassociation"]
+    ]
+    source = collapse.operands[0]
+    if dim >= len(groups) or not isinstance(source.type, ir.RankedTensorType):
+        return origin
+    dynamic = ir.ShapedType.get_dynamic_size()
+    sizes = [source.type.shape[i] for i in groups[dim]]
+    others = [s for i, s in zip(groups[dim], sizes, strict=True) if s != 1]
+    if len(others) == 1 and others[0] == dynamic:
+        position = next(i for i, s in zip(groups[dim], sizes, strict=True) if s == dynamic)
+        return trace_dim(source, position, origin, depth + 1)
     return origin
 
 

@@ -128,3 +128,30 @@ def test_parse_arg_dim() -> None:
     assert parse_arg_dim("0.0") == ArgDim(0, 0)
     with pytest.raises(ValueError, match=r"argN\.D"):
         parse_arg_dim("x.1")
+
+
+def test_trace_through_what_a_torch_import_and_iree_produce() -> None:
+    """tensor.reshape by from_elements, collapse_shape of a unit dim, extract_slice, the
+    ABI's hal.buffer_view.dim in a util.func: every T loop reaches arg0.0 and its range."""
+    text = """
+    util.func public @f(%arg0: !hal.buffer_view, %p: tensor<12x?x?xf32>, %v: tensor<1x12x?x64xf32>) -> tensor<12x?x64xf32> {
+      %d = hal.buffer_view.dim<%arg0 : !hal.buffer_view>[0] : index
+      %t = util.assume.int %d<umin = 1, umax = 96> : index
+      %t64 = arith.index_cast %t : index to i64
+      %c12 = arith.constant 12 : i64
+      %shape = tensor.from_elements %c12, %t64, %t64 : tensor<3xi64>
+      %probs = tensor.reshape %p(%shape) : (tensor<12x?x?xf32>, tensor<3xi64>) -> tensor<12x?x?xf32>
+      %vs = tensor.extract_slice %v[0, 0, 0, 0] [1, 12, %t, 64] [1, 1, 1, 1] : tensor<1x12x?x64xf32> to tensor<1x12x?x64xf32>
+      %vc = tensor.collapse_shape %vs [[0, 1], [2], [3]] : tensor<1x12x?x64xf32> into tensor<12x?x64xf32>
+      %e = tensor.empty(%t) : tensor<12x?x64xf32>
+      %r = linalg.batch_matmul ins(%probs, %vc : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+      util.return %r : tensor<12x?x64xf32>
+    }"""
+    with ir.Context():
+        module = parse_module(text)
+        ((op, found),) = list(workloads(module.operation))
+        assert isinstance(found, Workload)
+        assert found.equal_loops == ((1, 3),)  # M (rows of probs) and K (its columns, v's rows)
+        origin = trace_dim(op.operands[0], 2)
+        assert origin.arg_dims == {ArgDim(0, 0)} and origin.assumed == (1, 96)
+        assert trace_dim(op.operands[1], 1).arg_dims == {ArgDim(0, 0)}

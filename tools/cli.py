@@ -279,7 +279,8 @@ def _demo_bert(
     for line in report.model_lines():
         print(f"  {line}", file=out)
     for line in report.lines():
-        print(f"  {line}", file=out)
+        if not line.startswith("  kernel "):  # the plan has them; one line per workload here
+            print(f"  {line}", file=out)
     settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time)
     try:
         run = run_model(
