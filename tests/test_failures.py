@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -203,6 +204,42 @@ def test_unusable_db_or_output_is_one_line_before_any_tuning(
         assert err.splitlines()[-1].startswith(f"dcmlir: error: {message}"), err
         assert time.perf_counter() - start < 30  # refused up front, nothing tuned
         assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_plan_that_cannot_be_written_is_one_line_and_the_records_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    db, plan = tmp_path / "r.jsonl", tmp_path / "plan.json"
+
+    def full(self: object, path: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr("dcmlir.plan.Plan.save", full)
+    args = ["tune", str(source), *TUNE, "--budget", "4", "--db", str(db), "-o", str(plan)]
+    assert main(args) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"dcmlir: error: cannot write the plan {plan}: No space left on device; the records "
+        f"in {db} are kept: run again (with another -o) to write it without measuring again"
+    )
+    assert sum(r.kind == "measure" for r in lines_of(db)) == 4
+
+
+def test_python_m_cli_errors_are_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`python -m dcmlir.tools.cli`: its __main__ module had a CliError class of its own, so
+    the errors of every command module (which raise dcmlir.tools.cli.CliError) escaped."""
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    command = [sys.executable, "-m", "dcmlir.tools.cli", "tune", str(source), *TUNE]
+    process = subprocess.run(
+        [*command, "--db", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert process.returncode == 1
+    assert process.stderr == (
+        f"dcmlir: error: cannot read {tmp_path}: not a regular file (records live in a file, "
+        "e.g. records.jsonl)\n"
+    )
 
 
 def test_disk_full_mid_tuning_stops_in_one_line_and_the_next_run_resumes(tmp_path: Path) -> None:
