@@ -12,6 +12,8 @@ import dataclasses
 import io
 import json
 import math
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -479,3 +481,59 @@ def test_torch_model_imports_tunes_compiles_and_matches_torch(tmp_path: Path, so
             x = rng.standard_normal((t, 64), dtype=np.float32)
         (out,) = function(x)
         assert relative_error(out, torch_reference(model, [x])) <= 1e-4, t
+
+
+# --- the dispatched model keeps IREE's fusion -------------------------------------------------
+
+
+def dispatch_shapes(text: str, flags: tuple[str, ...], directory: Path) -> Counter:
+    """Each executable IREE builds, as the sequence of its linalg ops (fills aside)."""
+    from dcmlir.build import build
+
+    build(
+        text,
+        "llvm-cpu",
+        flags,
+        use_cache=False,
+        uncached_flags=(f"--iree-hal-dump-executable-sources-to={directory}",),
+    )
+    found: Counter = Counter()
+    for source in directory.glob("*.mlir"):
+        ops = re.findall(r"linalg\.([a-z_]+)", source.read_text())
+        found[" ".join(op for op in ops if op not in ("fill", "yield"))] += 1
+    return found
+
+
+def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -> None:
+    """Bias, GELU, residual, scale and head transposes stay fused with their contraction in
+    every branch (one executable per kernel), no elementwise op becomes its own dispatch."""
+    from dcmlir.plan import WorkloadPlan
+    from dcmlir.space import candidate_from_key
+    from dcmlir.target import CpuTarget
+
+    config = dataclasses.replace(TINY, layers=1)
+    path = tmp_path / "model.mlir"
+    save_model(generate_encoder(config, "params"), path)
+    model = load_model(path, (), io.StringIO(), level="global-optimization")
+    kernels = [
+        candidate_from_key("cpu:wg8x128:v1x16:k8"),
+        candidate_from_key("cpu:wg32x32:v8x16:k4"),
+    ]
+    plans = []
+    for workload in model.workloads:
+        shapes = run_shapes(workload)
+        choices = {s: int(s[0] > 8) for s in shapes}
+        plans.append(
+            WorkloadPlan.build(workload, kernels, choices, {s: [1.0, 1.0] for s in shapes})
+        )
+    plan = Plan(CpuTarget(), "model.mlir", tuple(plans), level="global-optimization")
+    compiled = dcmlir.compile(path, plan=plan)
+    assert compiled.dispatched == 6
+    default = dispatch_shapes(path.read_text(), (), tmp_path / "default")
+    tuned = dispatch_shapes(
+        compiled.mlir, ("--compile-from=global-optimization",), tmp_path / "tuned"
+    )
+    assert set(tuned) == set(default)
+    assert default["generic"] == tuned["generic"] == 1  # only QKV's bias + head transpose
+    for fused in ("matmul generic", "batch_matmul generic"):
+        assert tuned[fused] == 2 * default[fused]  # each fused dispatch, once per kernel
