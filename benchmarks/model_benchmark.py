@@ -167,7 +167,7 @@ def plot(result: dict) -> str | None:
         left.plot(t, [r.get("torch_ms", math.nan) for r in rows], "o-", ms=3, label="torch eager")
     left.set_xlabel("sequence length T")
     left.set_ylabel("latency per call (ms)")
-    left.set_title(result["model"].split(",")[0] + " BERT-base encoder")
+    left.set_title(f"{result['layers']}-layer BERT-base encoder, T in 1..128")
     left.legend()
     right.plot(t, [r["speedup"] for r in rows], "o-", ms=3)
     right.axhline(1.0, color="grey", lw=0.8)
