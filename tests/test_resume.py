@@ -257,9 +257,9 @@ def test_real_timings_kill_9_and_ctrl_c_lose_nothing_and_measure_nothing_twice(
     no record lost or cut, no pair timed twice, no spurious failure, and the final plan is
     what the records give: one more run measures nothing and writes the same plan."""
     session = Session(tmp_path / "real", fake_times=False)
-    steps = [
+    steps = [  # each reachable whatever the timings: the cache starts empty
+        ("compile:1", signal.SIGINT),  # Ctrl-C while iree-compile runs (the first chunk)
         ("sample:3", signal.SIGKILL),  # the worker holds the shape's modules
-        ("compile:1", signal.SIGINT),  # Ctrl-C while iree-compile runs
         ("append:2", signal.SIGKILL),  # between two records of one burst
         ("sample:2", signal.SIGINT),  # Ctrl-C during measurement
     ]
