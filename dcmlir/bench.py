@@ -30,7 +30,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from dcmlir.baselines import (
     static_function,
     static_module,
 )
-from dcmlir.build import BuildError, build
+from dcmlir.build import BuildError, build, scratch_directory
 from dcmlir.database import RecordDatabase
 from dcmlir.host_baselines import device_threads
 from dcmlir.inputs import read_source
@@ -340,7 +339,7 @@ def bench(
     for shape in shape_list:
         shape_dims(workload, shape)  # a ValueError names a shape of the wrong rank
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dcmlir-bench-") as workdir:
+    with scratch_directory("bench") as workdir:
         builder = _Builder(Path(workdir), target, source, stream)
         oracle = None
         if {"oracle", "bucketing"} & set(settings.baselines):

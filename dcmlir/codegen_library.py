@@ -25,13 +25,20 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dcmlir.build import Build, BuildCache, BuildError, cache_key, default_cache, target_flags
+from dcmlir.build import (
+    Build,
+    BuildCache,
+    BuildError,
+    cache_key,
+    default_cache,
+    scratch_directory,
+    target_flags,
+)
 from dcmlir.iree import STDIN_NAME, run_compile
 from dcmlir.mlir import ir, structured, transform
 from dcmlir.schedule import pad_to_static
@@ -523,7 +530,7 @@ def build_td(
         keep_dir.mkdir(parents=True, exist_ok=True)
         build = _compile(mlir_text, library, names, base, keep_dir, key, timeout)
     else:
-        with tempfile.TemporaryDirectory(prefix="dcmlir-td-") as scratch:
+        with scratch_directory("td") as scratch:
             build = _compile(mlir_text, library, names, base, Path(scratch), key, timeout)
     if store is not None:
         store.store(key, build.vmfb, build.log)
