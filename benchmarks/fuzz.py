@@ -71,7 +71,7 @@ def properties(cache: BuildCache, compiled_batch: int) -> list[Property]:
     def tile(round_seed: int) -> Callable[[], None]:
         @seed(round_seed)
         @_settings(100)
-        @given(fs.contractions(), fs.tile_sizes)
+        @given(fs.contractions(copies=True), fs.tile_sizes)
         def run(case: fs.Contraction, sizes: tuple[int, ...]) -> None:
             fs.check_microkernel_tile(case, sizes)
 

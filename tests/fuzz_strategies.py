@@ -401,14 +401,16 @@ def contractions(
     extent: st.SearchStrategy[int] = extent_values,
     reduction_last: bool = False,
     consumers: bool = False,
+    copies: bool | None = None,
 ) -> Contraction:
     """A random contraction: form, layouts, dynamic loops (at least one), extents, ranges.
 
     ``reduction_last``: a ``linalg.generic`` keeps K as its last loop: IREE interchanges
     every generic to that order before it reads a ``compilation_info`` written for the
     original one (``test_fuzz.py::test_generic_with_k_before_a_parallel_loop_builds``).
-    ``consumers``: draw a chain of fused consumers (a bias once at most), copies of the
-    op and a config the op carries already (what the dispatch properties exercise).
+    ``consumers``: draw a chain of fused consumers (a bias once at most), and a config the
+    op carries already (what the dispatch properties exercise); ``copies``: draw copies
+    of the op (default: with the consumers).
     """
     form = draw(st.sampled_from(list(forms)))
     if form in NAMED_FORMS:
@@ -455,7 +457,9 @@ def contractions(
         explicit_maps=explicit,
         annotate=draw(st.booleans()),
         consumers=draw(consumer_chains) if consumers else (),
-        copies=draw(st.sampled_from([1, 1, 1, 2, 3])) if consumers else 1,
+        copies=draw(st.sampled_from([1, 1, 1, 2, 3]))
+        if (consumers if copies is None else copies)
+        else 1,
         preset=draw(st.one_of(st.none(), st.sampled_from(PRESETS))) if consumers else None,
     )
 
@@ -709,7 +713,9 @@ def check_microkernel_tile(case: Contraction, sizes: Sequence[int]) -> None:
             ]
             assert got == want, f"tile operand types {got}, expected {want}"
     messages = [d.message for d in engine.diagnostics]
-    assert len(messages) == 1 and messages[0].startswith("micro-kernel "), messages
+    assert len(inner) == case.copies, f"{len(inner)} micro-kernel ops for {case.copies} copies"
+    assert len(messages) == case.copies, messages
+    assert all(m.startswith("micro-kernel ") for m in messages), messages
 
 
 def _inside(op: ir.Operation, name: str) -> bool:

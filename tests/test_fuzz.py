@@ -78,7 +78,7 @@ def test_workload_analysis_follows_the_module() -> None:
 
 
 @settings(CI, max_examples=TILE_EXAMPLES)
-@given(fs.contractions(), fs.tile_sizes)
+@given(fs.contractions(copies=True), fs.tile_sizes)
 def _tile_property(case: fs.Contraction, sizes: tuple[int, ...]) -> None:
     fs.check_microkernel_tile(case, sizes)
 
