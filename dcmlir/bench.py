@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
 from dcmlir import __version__
 from dcmlir.baselines import (
     bucketing_module,
@@ -51,9 +49,8 @@ from dcmlir.baselines import (
 from dcmlir.build import BuildError, build, scratch_directory
 from dcmlir.database import RecordDatabase
 from dcmlir.host_baselines import device_threads
-from dcmlir.inputs import read_source
+from dcmlir.inputs import read_module_source
 from dcmlir.iree import compiler_version, cuda_device_available
-from dcmlir.kernel import input_dtypes, input_shapes
 from dcmlir.measure import MeasureSettings, Timing
 from dcmlir.measurer import Measurer, MeasureReport, NoDevice, shape_dims
 from dcmlir.plan import Plan, PlanError, WorkloadPlan
@@ -270,7 +267,7 @@ def load_bench_workload(
     from dcmlir.tuner import TuneError, load_workloads
 
     try:
-        source, text = read_source(str(input), sys.stdin)
+        source, text = read_module_source(str(input), sys.stdin)
     except ValueError as err:
         raise BenchError(str(err)) from None
     if not dims:
@@ -597,7 +594,6 @@ def _time(
         driver=device,
         timeout=settings.timeout,
     )
-    dtypes = tuple(np.dtype(t).name for t in input_dtypes(workload))
     order = sorted(shapes, key=lambda s: (math.prod(s), s), reverse=True)
     progress = Progress(len(order), "bench", stream)
     rows: dict[Shape, dict[str, Cell]] = {}
@@ -608,11 +604,7 @@ def _time(
                 for b, p in prepared.items()
                 if p.unavailable is None and shape in p.variants
             ]
-            problem = ShapeProblem(
-                tuple(input_shapes(workload, shape_dims(workload, shape))),
-                dtypes,
-                workload.einsum(),
-            )
+            problem = ShapeProblem.of(workload, shape_dims(workload, shape))
             result = runner.measure_shape(variants, problem, baseline=BASELINE)
             reference = result.timings.get(BASELINE)
             rows[shape] = {

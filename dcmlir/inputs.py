@@ -22,3 +22,11 @@ def read_source(path: str, stdin: IO[str]) -> tuple[str, str]:
         raise InputError(
             f"cannot read '{path}': not UTF-8 text (MLIR bytecode is not supported)"
         ) from None
+
+
+def read_module_source(path: str, stdin: IO[str]) -> tuple[str, str]:
+    """:func:`read_source` for commands that need a module: an empty file is an error."""
+    name, text = read_source(path, stdin)
+    if not text.strip():
+        raise InputError(f"{name}: the file is empty: no MLIR module in it")
+    return name, text

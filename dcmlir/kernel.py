@@ -163,6 +163,27 @@ def output_shape(workload: Workload, dims: Mapping[int, int]) -> tuple[int, ...]
 
 NUMPY_TYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64}
 
+CHECK_TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "f64": 1e-4}
+"""Max |actual - expected| relative to the output's scale, by the narrowest element type:
+f16 keeps 11 bits, and a 768-long f16 dot product is already 7e-3 off a float64 one."""
+
+
+def check_tolerance(workload: Workload) -> float:
+    """The tolerance a variant of ``workload`` is checked with (the loosest its types need)."""
+    return max(CHECK_TOLERANCE.get(t, 1e-4) for t in workload.element_types)
+
+
+def unmeasurable(workload: Workload) -> str | None:
+    """Why dcmlir cannot time ``workload`` (its inputs have no numpy type), or None."""
+    missing = sorted({t for t in workload.element_types[:2] if t not in NUMPY_TYPES})
+    if not missing:
+        return None
+    return (
+        f"element type {', '.join(missing)} is not tuned: dcmlir checks and times candidates"
+        f" on numpy inputs, and numpy has no {', '.join(missing)} (tuned: f32, f16); IREE"
+        " compiles it with its default"
+    )
+
 
 def input_dtypes(workload: Workload) -> list[type[np.generic]]:
     """numpy types of the inputs; a ValueError for types numpy cannot hold (bf16)."""

@@ -25,7 +25,6 @@ from dcmlir.build import remove_stale_scratch, scratch_directory
 from dcmlir.builder import Builder, BuiltVariant, Route
 from dcmlir.database import Record, RecordDatabase
 from dcmlir.iree import cuda_device_available
-from dcmlir.kernel import input_dtypes, input_shapes
 from dcmlir.progress import Progress
 from dcmlir.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
 from dcmlir.space import Candidate, DefaultCandidate
@@ -371,11 +370,7 @@ class Measurer:
         variants = [
             RunVariant(key, built[key].vmfb_path or "", built[key].function) for key in members
         ]
-        problem = ShapeProblem(
-            tuple(input_shapes(self.workload, dims)),
-            tuple(np_type.__name__ for np_type in input_dtypes(self.workload)),
-            self.workload.einsum(),
-        )
+        problem = ShapeProblem.of(self.workload, dims)
         label = "x".join(str(v) for v in shape)
         progress = Progress(
             len(variants) * self.runner_settings.measure.rounds, f"measure {label}", self.stream

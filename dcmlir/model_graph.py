@@ -26,6 +26,7 @@ from typing import Any
 
 import networkx as nx
 
+from dcmlir.kernel import unmeasurable
 from dcmlir.mlir import ir
 from dcmlir.workload import NotAWorkload, Workload, dynamic_linalg_ops, workloads
 
@@ -191,8 +192,9 @@ class ModelGraph:
         skipped: list[dict[str, str]] = []
         instances: dict[str, list[Workload]] = {}
         for op, result in workloads(module, source):
-            if isinstance(result, NotAWorkload):
-                skipped.append({"op": op.name, "reason": str(result)})
+            reason = str(result) if isinstance(result, NotAWorkload) else unmeasurable(result)
+            if reason is not None:
+                skipped.append({"op": op.name, "reason": reason})
                 continue
             node = f"op{len(node_of)}"
             node_of[op] = node

@@ -18,11 +18,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
 
 from dcmlir.measure import MeasureSettings, Timing
+
+if TYPE_CHECKING:
+    from dcmlir.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,19 @@ class ShapeProblem:
     input_shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     einsum: str
+    rtol: float | None = None  # the check's tolerance; None: the settings' (f32's)
+
+    @classmethod
+    def of(cls, workload: Workload, dims: Mapping[int, int]) -> ShapeProblem:
+        """The problem of one shape (``{loop: value}``) of a workload, with its tolerance."""
+        from dcmlir.kernel import check_tolerance, input_dtypes, input_shapes
+
+        return cls(
+            tuple(input_shapes(workload, dims)),
+            tuple(np.dtype(t).name for t in input_dtypes(workload)),
+            workload.einsum(),
+            check_tolerance(workload),
+        )
 
 
 @dataclass
@@ -330,7 +348,10 @@ class Runner:
             timing = timings[variant.name]
             if timing.error is not None:
                 continue
-            worst = self._request(timing, "check", variant, self.settings.measure.rtol)
+            rtol = self.settings.measure.rtol
+            if self._problem is not None and self._problem.rtol is not None:
+                rtol = max(rtol, self._problem.rtol)
+            worst = self._request(timing, "check", variant, rtol)
             if timing.error is None:
                 timing.max_error = worst
                 healthy.append(variant)
@@ -358,8 +379,6 @@ def _worker_main(driver: str) -> None:
     """
     requests, replies = sys.stdin.buffer, os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
-    import numpy as np
-
     from dcmlir.host_baselines import contract, load_host_functions
     from dcmlir.iree import load_functions
     from dcmlir.measure import Timer, check_outputs, random_inputs

@@ -17,6 +17,7 @@ exactly when it changes the workloads (docs/model_tuning.md has the measurements
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -32,7 +33,8 @@ from dcmlir.build import BuildError, build
 from dcmlir.cost_model import CostModel, parallel_units_for
 from dcmlir.database import RecordDatabase
 from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.inputs import read_source
+from dcmlir.inputs import read_module_source
+from dcmlir.iree import compiler_version
 from dcmlir.measure import MeasureSettings
 from dcmlir.measurer import Measurer
 from dcmlir.mlir import ir
@@ -50,7 +52,7 @@ from dcmlir.routes import route_named
 from dcmlir.runner import RunnerSettings
 from dcmlir.search import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.space import DefaultCandidate, space_for
-from dcmlir.target import Target, target_from_name
+from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
 LEVEL_CHOICES = ("auto", *LEVELS)
@@ -145,6 +147,8 @@ def _dims_arguments(dims: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     default = ""
     overrides = []
     for item in dims:
+        if not item.strip():
+            raise TuneError("--dims: an empty range; write LO:HI (e.g. 1:128) or ARG.DIM=LO:HI")
         if "=" in item:
             overrides.append(item)
         elif default:
@@ -193,9 +197,16 @@ def _annotated(
 
 
 def _not_workloads(module: ir.Module) -> list[tuple[ir.Operation, str]]:
+    """Dynamic ops left to IREE, with why: not contractions, or types dcmlir cannot time."""
+    from dcmlir.kernel import unmeasurable
     from dcmlir.workload import NotAWorkload, workloads
 
-    return [(op, str(r)) for op, r in workloads(module.operation) if isinstance(r, NotAWorkload)]
+    found = []
+    for op, result in workloads(module.operation):
+        reason = str(result) if isinstance(result, NotAWorkload) else unmeasurable(result)
+        if reason is not None:
+            found.append((op, reason))
+    return found
 
 
 def _add_module_attributes(module: ir.Module, target: Target) -> None:
@@ -233,7 +244,7 @@ def load_model(
     if level not in LEVEL_CHOICES:
         raise TuneError(f"--level: '{level}' is not one of {', '.join(LEVEL_CHOICES)}")
     try:
-        source, text = read_source(str(path), sys.stdin)
+        source, text = read_module_source(str(path), sys.stdin)
     except ValueError as err:
         raise TuneError(str(err)) from None
     default, overrides = _dims_arguments(dims)
@@ -331,8 +342,17 @@ def tune(
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     model = load_model(input, dims, stream, level=level, target=target_object)
     found = model.workloads
-    if not found:
-        raise TuneError(f"{model.source}: no dynamic-shape contraction to tune")
+    if not found:  # nothing to tune: an empty plan, so that dcmlir compile passes it through
+        plan = Plan(target_object, Path(str(input)).name, (), level=model.level)
+        return TuneReport(
+            plan,
+            [],
+            time.perf_counter() - start,
+            model.skipped,
+            level=model.level,
+            level_reason=model.level_reason,
+            graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
+        )
     records = RecordDatabase(db)
     records.load()
     runner = RunnerSettings(
@@ -385,6 +405,7 @@ def tune(
                 stream=stream,
                 shapes=workload.tied_shapes(),
             ).run()
+            _check_something_ran(workload, search, records, target_object)
             reports.append(
                 WorkloadReport(workload, search, workload_plan(search, max_depth, route))
             )
@@ -395,18 +416,7 @@ def tune(
         tuple(r.plan for r in reports),
         level=model.level,
     )
-    graph_path = None
-    if output is not None:
-        graph_path = graph_path_for(output)
-        try:
-            plan.save(output)
-            graph.save(graph_path)
-        except OSError as err:
-            raise TuneError(
-                f"cannot write the plan {err.filename or output}: {err.strerror or err}; the "
-                f"records in {db} are kept: run again (with another -o) to write it without "
-                "measuring again"
-            ) from None
+    graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
         plan,
         reports,
@@ -418,6 +428,38 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _check_something_ran(
+    workload: Workload, search: SearchResult, records: RecordDatabase, target: Target
+) -> None:
+    """A plan whose every kernel failed would dispatch to garbage: stop and say why."""
+    if any(math.isfinite(seconds) for seconds in search.measured.values()):
+        return
+    failures = records.records(
+        workload.key, target.key(), include_failures=True, only_current_version=True
+    )
+    errors = [r.error for r in failures if r.error]
+    first = errors[-1].splitlines()[0] if errors else "no measurement ran"
+    raise TuneError(
+        f"{workload.location}: every measurement of {workload.kind} {workload.key} failed "
+        f"({len(search.measured)} pairs), so there is nothing to choose from; last error: {first}"
+    )
+
+
+def _save_plan(plan: Plan, graph: ModelGraph, output: str | Path, db: str | Path) -> Path:
+    """Write the plan and its workload graph beside it; the graph's path."""
+    graph_path = graph_path_for(output)
+    try:
+        plan.save(output)
+        graph.save(graph_path)
+    except OSError as err:
+        raise TuneError(
+            f"cannot write the plan {err.filename or output}: {err.strerror or err}; the "
+            f"records in {db} are kept: run again (with another -o) to write it without "
+            "measuring again"
+        ) from None
+    return graph_path
 
 
 def _check_writable(output: str | Path | None, option: str) -> None:
@@ -536,12 +578,15 @@ def compile(
     target: str | None = None,
     output: str | Path | None = None,
     emit_mlir: str | Path | None = None,
+    allow_other_iree: bool = False,
     stream: IO[str] | None = None,
 ) -> CompileResult:
     """Emit ``plan``'s dispatch into ``input`` and compile it with IREE for the plan's target.
 
     A plan tuned at the global-optimization level lowers ``input`` there first and
     resumes IREE from it; ``emit_mlir`` then holds that level's IR with the dispatch.
+    A plan tuned with another IREE is refused unless ``allow_other_iree``; one tuned
+    on another CPU is used with a warning; a module without dynamic ops passes through.
     """
     from dcmlir.passes.emit_dispatch import emit_dispatch
     from dcmlir.plan import PlanError
@@ -556,10 +601,18 @@ def compile(
             f"--target {target} but the plan was tuned for {loaded.target.backend} "
             f"({loaded.target_key}); tune again for {target}"
         )
+    _check_plan_origin(loaded, str(plan), allow_other_iree, stream)
     try:
-        source, text = read_source(str(input), sys.stdin)
+        source, text = read_module_source(str(input), sys.stdin)
     except ValueError as err:
         raise TuneError(str(err)) from None
+    if loaded.workloads and not _has_dynamic_ops(text, source):
+        print(
+            f"dcmlir: {source} has no dynamic-shape linalg op: compiled as IREE compiles it,"
+            " the plan is not used",
+            file=stream,
+        )
+        loaded = dataclasses.replace(loaded, workloads=(), level="input")
     flags: tuple[str, ...] = ()
     if loaded.level == GLOBAL_OPT:
         text = lower_to_global_optimization(
@@ -590,6 +643,38 @@ def compile(
     return CompileResult(built.vmfb, mlir, dispatched)
 
 
+def _check_plan_origin(plan: Plan, name: str, allow_other_iree: bool, stream: IO[str]) -> None:
+    """Another IREE: refused (its configs may mean something else); another CPU: a warning."""
+    current = compiler_version()
+    if plan.iree_version != current and not allow_other_iree:
+        raise TuneError(
+            f"plan {name} was tuned with IREE {plan.iree_version}, this is IREE {current}:"
+            " its kernels were measured with another compiler; tune again (dcmlir tune),"
+            " or pass --allow-other-iree to use it anyway"
+        )
+    if not isinstance(plan.target, CpuTarget) or plan.target.target_cpu != "host":
+        return
+    here = CpuTarget()
+    if here.key() != plan.target.key():
+        print(
+            f"dcmlir: warning: plan {name} was tuned on {plan.target.describe()}; this host is"
+            f" {here.describe()}: the dispatch computes the same results, but its kernels may"
+            " not be the fastest here (tune again on this host)",
+            file=stream,
+        )
+
+
+def _has_dynamic_ops(text: str, source: str) -> bool:
+    from dcmlir.workload import dynamic_linalg_ops
+
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        return bool(dynamic_linalg_ops(module.operation))
+
+
 def _with_module_attributes(text: str, source: str, target: Target) -> str:
     """The module text with the target's module attributes (an explicit CUDA target)."""
     if not target.module_attributes():
@@ -610,7 +695,7 @@ def compile_default(
     against (same flags, same cache)."""
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     try:
-        source, text = read_source(str(input), sys.stdin)
+        source, text = read_module_source(str(input), sys.stdin)
     except ValueError as err:
         raise TuneError(str(err)) from None
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
@@ -25,7 +26,7 @@ from threadpoolctl import threadpool_limits
 from dcmlir import __version__
 from dcmlir.build import BuildError, build, default_cache
 from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.inputs import InputError, read_source
+from dcmlir.inputs import InputError, read_module_source
 from dcmlir.iree import RuntimeFailure, compiler_version, load_function
 from dcmlir.measure import (
     Comparison,
@@ -67,6 +68,35 @@ class UsageError(CliError):
     """A command line argparse rejects: exit status 2, as argparse's own errors."""
 
 
+_DIAGNOSTIC = re.compile(r"^[^\s:][^:]*(?::\d+:\d+)?: error: ")
+
+
+def user_error(message: str) -> CliError:
+    """The error to raise for ``message``: a diagnostic (``file:line:col: error: ...``)
+    prints as it is, anything else behind ``dcmlir: error:``; never both prefixes."""
+    return DiagnosticsError(message) if _DIAGNOSTIC.match(message) else CliError(message)
+
+
+VALUE_OPTIONS = ("--dims", "--shapes", "--seq")
+"""Options whose value may start with '-' (a negative bound the checks then name)."""
+
+
+def _join_dash_values(argv: Sequence[str]) -> list[str]:
+    """``--dims -3:5`` -> ``--dims=-3:5``: argparse would take ``-3:5`` for an option."""
+    joined: list[str] = []
+    index = 0
+    while index < len(argv):
+        item = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if item in VALUE_OPTIONS and following[:1] == "-" and following[1:2].isdigit():
+            joined.append(f"{item}={following}")
+            index += 2
+            continue
+        joined.append(item)
+        index += 1
+    return joined
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting, so ``main`` returns."""
 
@@ -85,7 +115,7 @@ def example_path(name: str) -> Traversable:
 def read_input(path: str) -> tuple[str, str]:
     """(name for diagnostics, text) of a file, or of stdin for ``-``."""
     try:
-        return read_source(path, sys.stdin)
+        return read_module_source(path, sys.stdin)
     except InputError as err:
         raise CliError(str(err)) from None
 
@@ -101,7 +131,7 @@ class WorkloadListing:
 
 
 def fill_ranges(module: ir.Operation, dims: str, ctx: PassContext) -> None:
-    """Give ``dims`` to every dynamic loop without a range; ranges the IR gives stay."""
+    """Record the ranges the IR gives; ``dims`` (LO:HI, or "") for every loop without one."""
     with suppress(PassFailure):  # the pass emitted its error diagnostic
         AnnotateRangesPass(range=dims).apply(ctx, module)
 
@@ -120,8 +150,8 @@ def list_workloads(text: str, source: str, dims: str | None, stderr: IO[str]) ->
     listing = WorkloadListing(source)
     with ir.Context() as context, engine.capture(context):
         module = engine.parse(text)
-        if module is not None and dims is not None:
-            fill_ranges(module.operation, dims, PassContext(engine, stderr))
+        if module is not None:  # ranges the IR assumes (util.assume.int) count without --dims
+            fill_ranges(module.operation, dims or "", PassContext(engine, stderr))
         if module is not None and not engine.has_errors:
             for op, result in workloads(module.operation, source):
                 if isinstance(result, Workload):
@@ -542,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_join_dash_values(sys.argv[1:] if argv is None else argv))
         if args.version:
             print(version_text(), file=out)
             return 0

@@ -115,7 +115,7 @@ def parse_shapes(text: str) -> list[Shape]:
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.tools.cli import CliError
+    from dcmlir.tools.cli import CliError, user_error
 
     baselines = (
         tuple(BASELINES)
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         print(f"dcmlir: {error}", file=err)
         return 0
     except (BenchError, DatabaseError) as error:
-        raise CliError(str(error)) from None
+        raise user_error(str(error)) from None
     except ValueError as error:  # a shape of the wrong rank, named by the measurer
         raise CliError(f"--shapes: {error}") from None
     files = write_outputs(result, args.output)

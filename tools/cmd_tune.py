@@ -73,6 +73,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     compile_.add_argument("--target", default=None, choices=("llvm-cpu", "cuda"))
     compile_.add_argument("-o", "--output", required=True, metavar="out.vmfb")
     compile_.add_argument("--emit-mlir", default=None, metavar="out.mlir")
+    compile_.add_argument(
+        "--allow-other-iree",
+        action="store_true",
+        help="use a plan tuned with another IREE version (refused by default: its kernels "
+        "were measured with another compiler)",
+    )
     compile_.set_defaults(run=run_compile)
 
 
@@ -95,7 +101,7 @@ def _checked(args: argparse.Namespace) -> None:
 
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from dcmlir.measurer import NoDevice
-    from dcmlir.tools.cli import CliError
+    from dcmlir.tools.cli import CliError, user_error
     from dcmlir.tuner import TuneError, tune
 
     _checked(args)
@@ -134,7 +140,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         print(f"dcmlir: {error}; no plan written", file=err)
         return 0
     except (TuneError, DatabaseError) as error:
-        raise CliError(str(error)) from None
+        raise user_error(str(error)) from None
     except KeyboardInterrupt:  # Ctrl-C: every record is a whole line, so nothing is lost
         print(
             f"dcmlir: interrupted; the records in {args.db} are kept: run the same command "
@@ -142,6 +148,16 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             file=err,
         )
         return 130
+    if not report.plan.workloads:
+        left = (
+            f" ({len(report.skipped)} dynamic op(s) left to IREE, below)" if report.skipped else ""
+        )
+        print(
+            f"nothing to tune in {args.input}: no dynamic-shape contraction dcmlir tunes{left};"
+            f" the plan in {args.output} is empty, and dcmlir compile with it compiles the module"
+            " as IREE does",
+            file=out,
+        )
     for line in report.lines():
         print(line, file=out)
     for line in report.skipped:
@@ -154,7 +170,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.tools.cli import CliError
+    from dcmlir.tools.cli import user_error
     from dcmlir.tuner import TuneError, compile
 
     try:
@@ -164,10 +180,11 @@ def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             target=args.target,
             output=args.output,
             emit_mlir=args.emit_mlir,
+            allow_other_iree=args.allow_other_iree,
             stream=err,
         )
     except TuneError as error:
-        raise CliError(str(error)) from None
+        raise user_error(str(error)) from None
     size = Path(args.output).stat().st_size
     print(
         f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"

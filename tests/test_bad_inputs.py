@@ -1,0 +1,331 @@
+"""The bad-input catalogue of docs/reliability.md: each input gets one clear line (or passes
+through and says so), a non-zero exit where it is an error, and nothing half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_bench import SMALL_DENSE, small_plan
+
+from dcmlir.database import Record, RecordDatabase
+from dcmlir.iree import load_function
+from dcmlir.kernel import check_tolerance, input_shapes, reference
+from dcmlir.plan import Plan
+from dcmlir.space import DefaultCandidate
+from dcmlir.target import CpuTarget
+from dcmlir.tools.cli import main
+from dcmlir.tuner import TuneError, _check_something_ran
+
+STATIC = """func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+"""
+
+ELEMENTWISE = """func.func @f(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<?x8xf32>) outs(%a : tensor<?x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %x : f32
+    linalg.yield %s : f32
+  } -> tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+"""
+
+TINY = SMALL_DENSE.replace("64x96", "8x8").replace("?x64", "?x8").replace("?x96", "?x8")
+QUICK_TUNE = ["--level", "input", "--min-time", "0.002", "--rounds", "1"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> SimpleNamespace:
+    def write(name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    plan = tmp_path / "dense-plan.json"
+    small_plan(SMALL_DENSE).save(plan)
+    return SimpleNamespace(
+        tmp=tmp_path,
+        dense=write("dense.mlir", SMALL_DENSE),
+        plan=str(plan),
+        empty=write("empty.mlir", "  \n"),
+        static=write("static.mlir", STATIC),
+        elementwise=write("elementwise.mlir", ELEMENTWISE),
+        bf16=write(
+            "bf16.mlir",
+            SMALL_DENSE.replace("xf32>", "xbf16>")
+            .replace("0.0 : f32", "0.0 : bf16")
+            .replace("(%zero : f32)", "(%zero : bf16)"),
+        ),
+        f16=write("f16.mlir", TINY.replace("f32", "f16")),
+        tiny=write("tiny.mlir", TINY),
+        db=str(tmp_path / "records.jsonl"),
+        out=str(tmp_path / "plan.json"),
+    )
+
+
+def test_an_empty_file_is_one_line_naming_it(files, capsys) -> None:
+    for command in (
+        ["tune", files.empty, "--dims", "1:8", "--db", files.db, "-o", files.out],
+        ["compile", files.empty, "--plan", files.plan, "-o", str(files.tmp / "x.vmfb")],
+        ["bench", files.empty, "--plan", files.plan],
+        ["workloads", files.empty],
+    ):
+        code, _, err = run(capsys, *command)
+        assert code == 1
+        assert (
+            one_line(err)
+            == f"dcmlir: error: {files.empty}: the file is empty: no MLIR module in it"
+        )
+    assert not Path(files.out).exists()
+
+
+def test_a_module_without_dynamic_ops_passes_through_and_says_so(files, capsys) -> None:
+    for source in (files.static, files.elementwise):
+        code, out, err = run(
+            capsys, "tune", source, "--dims", "1:8", "--db", files.db, "-o", files.out, *QUICK_TUNE
+        )
+        assert code == 0, err
+        assert out.startswith(
+            f"nothing to tune in {source}: no dynamic-shape contraction dcmlir tunes"
+        )
+        assert Plan.load(files.out).workloads == ()
+        vmfb = str(files.tmp / "out.vmfb")
+        code, out, err = run(capsys, "compile", source, "--plan", files.out, "-o", vmfb)
+        assert code == 0 and out.startswith(f"{vmfb}: 0 op(s) dispatched"), err
+    code, out, err = run(
+        capsys,
+        "tune",
+        files.elementwise,
+        "--dims",
+        "1:8",
+        "--db",
+        files.db,
+        "-o",
+        files.out,
+        *QUICK_TUNE,
+    )
+    assert "(1 dynamic op(s) left to IREE, below)" in out
+    assert (
+        "linalg.generic: 'linalg.generic' is not a contraction (only contractions are tuned)" in err
+    )
+    # a module with no dynamic op at all, compiled with a real plan: passed through, said once
+    vmfb = str(files.tmp / "static.vmfb")
+    code, out, err = run(capsys, "compile", files.static, "--plan", files.plan, "-o", vmfb)
+    assert code == 0
+    assert one_line(err) == (
+        f"dcmlir: {files.static} has no dynamic-shape linalg op: compiled as IREE compiles it,"
+        " the plan is not used"
+    )
+    a, b, c = (np.ones(s, np.float32) for s in ((4, 8), (8, 16), (4, 16)))
+    np.testing.assert_allclose(load_function(Path(vmfb).read_bytes(), "f")(a, b, c)[0], a @ b + c)
+
+
+def test_bf16_is_left_to_iree_with_the_reason_and_f16_is_tuned(files, capsys) -> None:
+    code, out, err = run(
+        capsys, "tune", files.bf16, "--dims", "1:8", "--db", files.db, "-o", files.out, *QUICK_TUNE
+    )
+    assert code == 0, err
+    assert "nothing to tune" in out
+    assert (
+        "element type bf16 is not tuned: dcmlir checks and times candidates on numpy inputs" in err
+    )
+    code, out, err = run(
+        capsys,
+        "tune",
+        files.f16,
+        "--dims",
+        "1:8",
+        "--budget",
+        "3",
+        "--db",
+        files.db,
+        "-o",
+        files.out,
+        *QUICK_TUNE,
+    )
+    assert code == 0, err
+    (planned,) = Plan.load(files.out).workloads
+    assert planned.kind == "matmul"
+    measured = [r for r in RecordDatabase(files.db).load() if r.kind == "measure"]
+    assert measured and all(r.ok for r in measured), [r.error for r in measured]
+    # the tolerance f16 needs: a 768-long f16 dot product is ~7e-3 off a float64 one
+    assert all(0 < r.extra["max_error"] <= 1e-2 for r in measured)
+
+
+def test_f16_checks_use_the_f16_tolerance() -> None:
+    from test_bench import workload_of
+
+    assert check_tolerance(workload_of(TINY)) == 1e-4
+    assert check_tolerance(workload_of(TINY.replace("f32", "f16"))) == 1e-2
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        ("", "dcmlir: error: --dims: an empty range; write LO:HI (e.g. 1:128) or ARG.DIM=LO:HI"),
+        ("128:1", "dcmlir: error: --dims: range '128:1' is reversed; write 1:128"),
+        ("-3:5", "dcmlir: error: --dims: range '-3:5' has a negative bound; dimensions are >= 0"),
+        ("a:b", "dcmlir: error: --dims: range 'a:b' is not LO:HI with integers, e.g. 1:128"),
+        (
+            "arg5.0=1:8",
+            "{dense}: error: dims: arg5.0 is not a dynamic dimension of any function argument"
+            " (dynamic ones: arg0.0)",
+        ),
+        (
+            "arg0.1=1:8",
+            "{dense}: error: dims: arg0.1 is not a dynamic dimension of any function argument"
+            " (dynamic ones: arg0.0)",
+        ),
+    ],
+)
+def test_bad_ranges_are_one_line(files, capsys, dims: str, message: str) -> None:
+    code, _, err = run(
+        capsys, "tune", files.dense, "--dims", dims, "--db", files.db, "-o", files.out
+    )
+    assert code == 1
+    assert one_line(err) == message.format(dense=files.dense)
+    assert not Path(files.db).exists() or Path(files.db).read_text() == ""
+
+
+def test_a_huge_range_is_sampled_and_its_tree_dispatches_correctly(files, capsys) -> None:
+    """1..1,000,000: the table holds at most 256 shapes, the tree covers the whole range."""
+    code, _, err = run(
+        capsys,
+        "tune",
+        files.tiny,
+        "--dims",
+        "1:1000000",
+        "--budget",
+        "6",
+        "--db",
+        files.db,
+        "-o",
+        files.out,
+        *QUICK_TUNE,
+    )
+    assert code == 0, err
+    (planned,) = Plan.load(files.out).workloads
+    assert planned.dims[0].range == (1, 1_000_000)
+    assert 0 < len(planned.shapes) <= 256
+    assert {1, 1_000_000} <= {s.dims[0] for s in planned.shapes}
+    for t in (1, 999_999, 1_000_000):
+        assert planned.select({0: t}) is not None
+    assert planned.select({0: 1_000_001}) is None  # above the range: IREE's default
+    vmfb = files.tmp / "tiny.vmfb"
+    code, _, err = run(capsys, "compile", files.tiny, "--plan", files.out, "-o", str(vmfb))
+    assert code == 0, err
+    function = load_function(vmfb.read_bytes(), "main")
+    from test_bench import workload_of
+
+    workload = workload_of(TINY)
+    rng = np.random.default_rng(0)
+    for t in (0, 1, 7, 1_000_000, 1_000_001):
+        inputs = [rng.random(s).astype(np.float32) for s in input_shapes(workload, {0: t})]
+        (expected,) = reference(workload, inputs)
+        np.testing.assert_allclose(function(*inputs)[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_plan_from_another_iree_is_refused_unless_allowed(files, capsys) -> None:
+    other = files.tmp / "other-iree.json"
+    obj = json.loads(Path(files.plan).read_text())
+    obj["iree_version"] = "3.12.0 (0123abcd)"
+    other.write_text(json.dumps(obj))
+    vmfb = str(files.tmp / "x.vmfb")
+    code, _, err = run(capsys, "compile", files.dense, "--plan", str(other), "-o", vmfb)
+    assert code == 1 and not Path(vmfb).exists()
+    line = one_line(err)
+    assert line.startswith(
+        f"dcmlir: error: plan {other} was tuned with IREE 3.12.0 (0123abcd), this is IREE 3.13"
+    )
+    assert line.endswith("tune again (dcmlir tune), or pass --allow-other-iree to use it anyway")
+    code, _, err = run(
+        capsys, "compile", files.dense, "--plan", str(other), "-o", vmfb, "--allow-other-iree"
+    )
+    assert code == 0, err
+
+
+def test_a_plan_from_another_cpu_warns_and_one_for_another_target_is_refused(files, capsys) -> None:
+    other = files.tmp / "other-cpu.json"
+    plan = Plan.load(files.plan)
+    import dataclasses
+
+    elsewhere = dataclasses.replace(
+        plan.target, l2_bytes=plan.target.l2_bytes * 2, model="Other CPU"
+    )
+    dataclasses.replace(plan, target=elsewhere).save(other)
+    vmfb = str(files.tmp / "x.vmfb")
+    code, _, err = run(capsys, "compile", files.dense, "--plan", str(other), "-o", vmfb)
+    assert code == 0
+    assert one_line(err).startswith(
+        f"dcmlir: warning: plan {other} was tuned on llvm-cpu (Other CPU)"
+    )
+    code, _, err = run(
+        capsys, "compile", files.dense, "--plan", files.plan, "--target", "cuda", "-o", vmfb
+    )
+    assert code == 1
+    assert one_line(err).startswith(
+        "dcmlir: error: --target cuda but the plan was tuned for llvm-cpu"
+    )
+
+
+def test_a_plan_for_another_module_names_both_sides_once(files, capsys) -> None:
+    code, _, err = run(
+        capsys, "compile", files.tiny, "--plan", files.plan, "-o", str(files.tmp / "x.vmfb")
+    )
+    assert code == 1
+    line = one_line(err)
+    assert line.startswith(
+        f"{files.tiny}: error: plan {files.plan} (for 'small.mlir') has workloads"
+    )
+    assert "dcmlir: error:" not in line  # a diagnostic prints as it is, without a second prefix
+
+
+def test_a_plan_that_is_not_a_plan(files, capsys) -> None:
+    for plan, reason in ((files.empty, "not JSON"), (str(files.tmp / "nope.json"), "cannot read")):
+        code, _, err = run(
+            capsys, "compile", files.dense, "--plan", plan, "-o", str(files.tmp / "x.vmfb")
+        )
+        assert code == 1
+        assert one_line(err).startswith(f"dcmlir: error: plan {plan}: {reason}")
+
+
+def test_a_workload_whose_every_measurement_failed_stops_the_tuning(tmp_path: Path) -> None:
+    from test_bench import workload_of
+
+    workload = workload_of(SMALL_DENSE)
+    db = RecordDatabase(tmp_path / "r.jsonl")
+    db.append(
+        Record.failure(
+            workload=workload,
+            target=CpuTarget(),
+            candidate=DefaultCandidate(),
+            route="config",
+            dims={0: 4},
+            error="check: MismatchError: relative error 0.3 exceeds 0.0001",
+        )
+    )
+    search = SimpleNamespace(measured={("default", (4,)): float("inf")})
+    with pytest.raises(
+        TuneError,
+        match=r"every measurement of matmul .* failed \(1 pairs\), so there is nothing to choose from; last error: check: MismatchError",
+    ):
+        _check_something_ran(workload, search, db, CpuTarget())  # type: ignore[arg-type]
+    search.measured[("cpu:x", (4,))] = 1e-4
+    _check_something_ran(workload, search, db, CpuTarget())  # type: ignore[arg-type]
