@@ -32,6 +32,7 @@ __all__ = [
     "TileLevels",
     "candidate_from_json",
     "candidate_from_key",
+    "codegen_order",
     "cpu_space",
     "cuda_space",
     "per_loop",
@@ -85,6 +86,19 @@ def per_loop(workload: Workload, by_role: dict[str, int], others: int = 1) -> tu
         else:
             sizes.append(others if by_role[dim.role] else 0)
     return tuple(sizes)
+
+
+def codegen_order(workload: Workload, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-loop sizes in the loop order IREE's codegen reads a config in.
+
+    IREE moves every reduction loop of a ``linalg.generic`` innermost (its
+    InterchangeGenericOps, before codegen), keeping the parallel loops in order; a
+    config written in the op's own order would tile K where it expects M or N and the
+    build fails. Named contractions already have K last: for them this is the identity.
+    """
+    order = [d.index for d in workload.dims if d.role != K]
+    order += [d.index for d in workload.dims if d.role == K]
+    return tuple(sizes[i] for i in order)
 
 
 def _ints(sizes: tuple[int, ...]) -> str:
@@ -303,13 +317,17 @@ class CpuCandidate:
         """
         self.validate()
         levels = self.levels(workload)
+
+        def sizes(level: tuple[int, ...]) -> str:
+            return _ints(codegen_order(workload, level))
+
         parts = []
         if levels.cache is not None:
-            parts.append(f"cache_parallel = {_ints(levels.cache)}")
+            parts.append(f"cache_parallel = {sizes(levels.cache)}")
         parts += [
-            f"distribution = {_ints(levels.workgroup)}",
-            f"vector_common_parallel = {_ints(levels.vector)}",
-            f"vector_reduction = {_ints(levels.reduction)}",
+            f"distribution = {sizes(levels.workgroup)}",
+            f"vector_common_parallel = {sizes(levels.vector)}",
+            f"vector_reduction = {sizes(levels.reduction)}",
         ]
         return f"#iree_cpu.lowering_config<{', '.join(parts)}>"
 
@@ -549,13 +567,17 @@ class CudaCandidate:
         """The ``#iree_gpu.lowering_config``, keys in the order IREE prints them back."""
         self.validate()
         levels = self.levels(workload)
+
+        def sizes(level: tuple[int, ...]) -> str:
+            return _ints(codegen_order(workload, level))
+
         entries = []
         if self.promote:
             entries.append("promote_operands = [0, 1]")
         entries += [
-            f"reduction = {_ints(levels.reduction)}",
-            f"thread = {_ints(levels.vector)}",
-            f"workgroup = {_ints(levels.workgroup)}",
+            f"reduction = {sizes(levels.reduction)}",
+            f"thread = {sizes(levels.vector)}",
+            f"workgroup = {sizes(levels.workgroup)}",
         ]
         return f"#iree_gpu.lowering_config<{{{', '.join(entries)}}}>"
 

@@ -541,13 +541,11 @@ def host_space_candidates() -> st.SearchStrategy[Candidate]:
 
 def compiled_contractions(range_max: int = 48) -> st.SearchStrategy[Contraction]:
     """What the compiled property builds: types numpy holds, extents and ranges kept small
-    (a case runs several shapes), K last in a generic (``reduction_last``), fused
-    consumers after the op."""
+    (a case runs several shapes), fused consumers after the op."""
     return contractions(
         types=COMPILED_TYPES,
         range_max=range_max,
         extent=st.integers(1, range_max),
-        reduction_last=True,
         consumers=True,
     )
 
