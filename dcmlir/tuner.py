@@ -362,6 +362,7 @@ def tune(
     )
     graph = model.graph
     reports: list[WorkloadReport] = []
+    failed: list[str] = []  # workloads no kernel could run, with why
     with ExitStack() as stack:
         measurers = {
             w.key: stack.enter_context(
@@ -405,11 +406,18 @@ def tune(
                 stream=stream,
                 shapes=workload.tied_shapes(),
             ).run()
-            _check_something_ran(workload, search, records, target_object)
+            failure = _nothing_ran(workload, search, records, target_object)
+            if failure is not None:  # every kernel failed: the op stays with IREE's default
+                failed.append(failure)
+                continue
             reports.append(
                 WorkloadReport(workload, search, workload_plan(search, max_depth, route))
             )
             _record_outcome(graph, workload, search, len(probes.get(workload.key, {})))
+    if failed and not reports:
+        raise TuneError(failed[0])
+    for failure in failed:
+        print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
     plan = Plan(
         target_object,
         Path(str(input)).name,
@@ -430,18 +438,18 @@ def tune(
     )
 
 
-def _check_something_ran(
+def _nothing_ran(
     workload: Workload, search: SearchResult, records: RecordDatabase, target: Target
-) -> None:
-    """A plan whose every kernel failed would dispatch to garbage: stop and say why."""
+) -> str | None:
+    """Why no kernel of ``workload`` can be planned (every measurement failed), or None."""
     if any(math.isfinite(seconds) for seconds in search.measured.values()):
-        return
+        return None
     failures = records.records(
         workload.key, target.key(), include_failures=True, only_current_version=True
     )
     errors = [r.error for r in failures if r.error]
     first = errors[-1].splitlines()[0] if errors else "no measurement ran"
-    raise TuneError(
+    return (
         f"{workload.location}: every measurement of {workload.kind} {workload.key} failed "
         f"({len(search.measured)} pairs), so there is nothing to choose from; last error: {first}"
     )

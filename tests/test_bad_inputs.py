@@ -4,6 +4,7 @@ through and says so), a non-zero exit where it is an error, and nothing half-wri
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ from dcmlir.plan import Plan
 from dcmlir.space import DefaultCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
-from dcmlir.tuner import TuneError, _check_something_ran
+from dcmlir.tuner import _nothing_ran
 
 STATIC = """func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
@@ -306,7 +307,8 @@ def test_a_plan_that_is_not_a_plan(files, capsys) -> None:
         assert one_line(err).startswith(f"dcmlir: error: plan {plan}: {reason}")
 
 
-def test_a_workload_whose_every_measurement_failed_stops_the_tuning(tmp_path: Path) -> None:
+def test_a_workload_whose_every_measurement_failed_is_not_planned(tmp_path: Path) -> None:
+    """Its op is left to IREE with this warning; with no other workload the tuning stops."""
     from test_bench import workload_of
 
     workload = workload_of(SMALL_DENSE)
@@ -322,10 +324,11 @@ def test_a_workload_whose_every_measurement_failed_stops_the_tuning(tmp_path: Pa
         )
     )
     search = SimpleNamespace(measured={("default", (4,)): float("inf")})
-    with pytest.raises(
-        TuneError,
-        match=r"every measurement of matmul .* failed \(1 pairs\), so there is nothing to choose from; last error: check: MismatchError",
-    ):
-        _check_something_ran(workload, search, db, CpuTarget())  # type: ignore[arg-type]
+    why = _nothing_ran(workload, search, db, CpuTarget())  # type: ignore[arg-type]
+    assert why is not None and re.search(
+        r"every measurement of matmul .* failed \(1 pairs\), so there is nothing to choose"
+        r" from; last error: check: MismatchError: relative error 0.3",
+        why,
+    )
     search.measured[("cpu:x", (4,))] = 1e-4
-    _check_something_ran(workload, search, db, CpuTarget())  # type: ignore[arg-type]
+    assert _nothing_ran(workload, search, db, CpuTarget()) is None  # type: ignore[arg-type]
