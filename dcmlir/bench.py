@@ -72,7 +72,7 @@ BASELINES: dict[str, str] = {
     "bucketing": "kernels tuned at bucket sizes, inputs padded up to the bucket "
     "(TVM FlexibleShapeDispatch / Nimble)",
     "numpy": "numpy (BLAS) with the device's thread count",
-    "torch": "PyTorch CPU with the device's thread count",
+    "torch": "PyTorch with the device's thread count (cuBLAS on the GPU for a CUDA plan)",
 }
 BASELINE = "iree-default"  # every speedup is over this one
 DEFAULT_BUCKETS = (16, 32, 64, 128)

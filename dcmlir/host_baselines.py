@@ -23,7 +23,8 @@ HOST_LIBRARIES = ("numpy", "torch")
 
 
 def device_threads(driver: str) -> int:
-    """Threads an IREE runtime device computes with: one for ``local-sync``, else every core."""
+    """Threads an IREE runtime device computes with: one for ``local-sync``, else every core
+    (``cuda``: the host threads that feed the GPU)."""
     if driver == "local-sync":
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -81,9 +82,13 @@ def contract(spec: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class HostFunction:
-    """One library's contraction with :class:`~dcmlir.iree.LoadedFunction`'s interface."""
+    """One library's contraction with :class:`~dcmlir.iree.LoadedFunction`'s interface.
 
-    def __init__(self, library: str, spec: str, threads: int) -> None:
+    ``gpu``: torch's tensors live on the CUDA device (cuBLAS) and a call waits for
+    the device, as an IREE call on the ``cuda`` driver does.
+    """
+
+    def __init__(self, library: str, spec: str, threads: int, *, gpu: bool = False) -> None:
         if library not in HOST_LIBRARIES:
             known = ", ".join(HOST_LIBRARIES)
             raise ValueError(f"unknown host library '{library}' (known: {known})")
@@ -91,6 +96,9 @@ class HostFunction:
         self.form = MatmulForm.parse(spec)
         self.name = spec
         self._torch: Any = None
+        if gpu and library != "torch":
+            raise ValueError(f"{library} runs on the host only")
+        self.device = "cuda" if gpu else "cpu"
         if library == "torch":
             import torch  # optional: only a torch baseline needs it
 
@@ -105,15 +113,19 @@ class HostFunction:
         a, b = (np.array(array, copy=True) for array in inputs)  # the library's own copies
         a, b = a.transpose(self.form.a_axes), b.transpose(self.form.b_axes)
         if self._torch is not None:
-            return self._torch.from_numpy(a), self._torch.from_numpy(b)
+            torch = self._torch
+            return torch.from_numpy(a).to(self.device), torch.from_numpy(b).to(self.device)
         return a, b
 
     def invoke(self, prepared: tuple[Any, Any]) -> Any:
         a, b = prepared
-        return a @ b
+        result = a @ b
+        if self.device == "cuda":
+            self._torch.cuda.synchronize()
+        return result
 
     def to_host(self, result: Any) -> list[np.ndarray]:
-        array = result.numpy() if self._torch is not None else result
+        array = result.cpu().numpy() if self._torch is not None else result
         return [np.ascontiguousarray(array.transpose(self.form.out_axes))]
 
 
@@ -125,7 +137,7 @@ def load_host_functions(
     errors: dict[str, str] = {}
     for spec in specs:
         try:
-            found[spec] = HostFunction(library, spec, device_threads(driver))
+            found[spec] = HostFunction(library, spec, device_threads(driver), gpu=driver == "cuda")
         except (ImportError, ValueError) as err:
             errors[spec] = f"{library}: {err}"
     return found, errors

@@ -233,11 +233,18 @@ def test_settings_are_checked() -> None:
 def test_host_functions_compute_the_contraction(spec: str, shapes: list[tuple[int, ...]]) -> None:
     rng = np.random.default_rng(0)
     inputs = [rng.random(s).astype(np.float32) for s in shapes]
-    function = HostFunction("numpy", spec, threads=1)
-    (out,) = function.to_host(function.invoke(function.prepare(inputs)))
-    np.testing.assert_allclose(out, np.einsum(spec, *inputs), rtol=1e-5)
+    libraries = ["numpy", "torch"] if importlib.util.find_spec("torch") else ["numpy"]
+    for library in libraries:
+        function = HostFunction(library, spec, threads=1)
+        (out,) = function.to_host(function.invoke(function.prepare(inputs)))
+        np.testing.assert_allclose(out, np.einsum(spec, *inputs), rtol=1e-5)
     wide = [x.astype(np.float64) for x in inputs]  # the reference every variant is checked with
     np.testing.assert_allclose(contract(spec, *wide), np.einsum(spec, *wide), rtol=1e-12)
+
+
+def test_numpy_does_not_pretend_to_run_on_a_gpu() -> None:
+    with pytest.raises(ValueError, match="numpy runs on the host only"):
+        HostFunction("numpy", "ac,cb->ab", threads=1, gpu=True)
 
 
 def test_matmul_form_rejects_what_is_not_a_matmul() -> None:
