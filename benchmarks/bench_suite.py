@@ -4,7 +4,7 @@ For each workload of ``benchmarks/bert_workloads.py`` (T dynamic in 1..128):
 
 1. tune it (``dcmlir.tune``, budget ``--budget``), keeping the measurements and
    wall time of the search;
-2. ``dcmlir.bench`` it: the dispatched module, IREE's default, IREE per static
+2. ``dcmlir.bench.run`` it: the dispatched module, IREE's default, IREE per static
    shape, IREE's specialization_ranges, the per-shape oracle, bucketing, numpy
    and torch, side by side at the suite's shapes (DESIGN.md section 4);
 3. tuning cost: per-shape exhaustive tuning of the same space at DietCode's 8
@@ -39,7 +39,7 @@ from typing import Any
 from bert_workloads import workloads as bert_workloads
 
 import dcmlir
-from dcmlir.bench import (
+from dcmlir.bench.run import (
     BASELINES,
     BenchResult,
     BenchSettings,
@@ -49,15 +49,15 @@ from dcmlir.bench import (
     markdown,
     write_outputs,
 )
-from dcmlir.database import RecordDatabase
-from dcmlir.iree import compiler_version
-from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import Measurer, MeasureReport
-from dcmlir.plan import Plan
-from dcmlir.runner import RunnerSettings
-from dcmlir.space import space_for
+from dcmlir.dispatch.plan import Plan
+from dcmlir.driver.tuner import load_workloads
+from dcmlir.ir.iree import compiler_version
+from dcmlir.measure.loop import Measurer, MeasureReport
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records.database import RecordDatabase
+from dcmlir.space.candidates import space_for
 from dcmlir.target import CpuTarget
-from dcmlir.tuner import load_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -110,7 +110,7 @@ class TorchVariant:
 def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -> dict[str, Any]:
     """Tune, compile the dispatch, build the four IREE modules (latency and repeated)."""
     import dcmlir
-    from dcmlir.build import build
+    from dcmlir.build.compiler import build
 
     work = Path(args.work)
     source = work / f"{name}.mlir"
@@ -152,9 +152,9 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
 
 def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Namespace) -> dict:
     """Every variant at every T, interleaved per T; medians per call (device: per op)."""
-    from dcmlir.iree import load_function
-    from dcmlir.kernel import input_shapes, reference
-    from dcmlir.measure import IreeVariant, MeasureSettings, measure_shapes
+    from dcmlir.codegen.kernel import input_shapes, reference
+    from dcmlir.ir.iree import load_function
+    from dcmlir.measure.timing import IreeVariant, MeasureSettings, measure_shapes
 
     variants: list[Any] = []
     for key in ("dcmlir", "iree_default"):
@@ -243,7 +243,7 @@ def run_workload(name: str, text: str, args: argparse.Namespace, target: Any) ->
 def environment(args: argparse.Namespace, target: Any) -> dict:
     import torch
 
-    from dcmlir.iree import compiler_version
+    from dcmlir.ir.iree import compiler_version
 
     props = torch.cuda.get_device_properties(0)
     return {
@@ -376,7 +376,7 @@ def markdown(results: list[dict], env: dict, plot_name: str | None, missing: lis
 
 
 def _kernel_at(result: dict, t: int) -> str:
-    from dcmlir.plan import Plan
+    from dcmlir.dispatch.plan import Plan
 
     plan = Plan.from_json(result["plan"])
     (workload,) = plan.workloads
@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline", type=float, default=0, metavar="S", help="start no workload after S seconds"
     )
     args = parser.parse_args(argv)
-    from dcmlir.iree import cuda_device_available
+    from dcmlir.ir.iree import cuda_device_available
     from dcmlir.target import CudaTarget
 
     if not cuda_device_available():

@@ -32,8 +32,8 @@ import fuzz_strategies as fs  # noqa: E402
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dcmlir.build import BuildCache  # noqa: E402
-from dcmlir.iree import compiler_version  # noqa: E402
+from dcmlir.build.compiler import BuildCache  # noqa: E402
+from dcmlir.ir.iree import compiler_version  # noqa: E402
 
 
 @dataclass

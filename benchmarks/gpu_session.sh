@@ -90,7 +90,7 @@ install() {
   cp -r "$ROOT/passes" "$SITE/dcmlir/passes"
   cp -r "$ROOT/tools" "$SITE/dcmlir/tools"
   export PYTHONPATH="$SITE:$ROOT/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
-  python3 -c "import dcmlir, iree.runtime as rt; from dcmlir.iree import cuda_device_available as c; print('dcmlir', dcmlir.__version__, 'cuda device:', c())"
+  python3 -c "import dcmlir, iree.runtime as rt; from dcmlir.ir.iree import cuda_device_available as c; print('dcmlir', dcmlir.__version__, 'cuda device:', c())"
 }
 
 run() {

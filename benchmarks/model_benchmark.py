@@ -33,12 +33,12 @@ import time
 from pathlib import Path
 
 import dcmlir
-from dcmlir.iree import compiler_version
-from dcmlir.measure import MeasureSettings
-from dcmlir.model_run import ModelRun, run_model
+from dcmlir.bench.model import ModelRun, run_model
+from dcmlir.driver.tuner import compile_default
+from dcmlir.ir.iree import compiler_version
+from dcmlir.measure.timing import MeasureSettings
 from dcmlir.models.bert import BERT_BASE, generate_encoder, save_model
 from dcmlir.target import CpuTarget
-from dcmlir.tuner import compile_default
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"

@@ -22,15 +22,15 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from dcmlir.builder import Builder
-from dcmlir.database import RecordDatabase
-from dcmlir.iree import compiler_version
-from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import Measurer, MeasureReport
-from dcmlir.mlir import ir, parse_module
-from dcmlir.routes import route_named
-from dcmlir.runner import RunnerSettings
-from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.build.batch import Builder
+from dcmlir.build.routes import route_named
+from dcmlir.ir.iree import compiler_version
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.loop import Measurer, MeasureReport
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records.database import RecordDatabase
+from dcmlir.space.candidates import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload, workloads
 

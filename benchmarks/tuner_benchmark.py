@@ -32,14 +32,14 @@ from pathlib import Path
 from bert_workloads import workloads as bert_workloads
 
 import dcmlir
-from dcmlir.build import build
-from dcmlir.database import RecordDatabase
-from dcmlir.iree import compiler_version
-from dcmlir.kernel import KernelVariant, input_shapes, kernel_module_text
-from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import Measurer
-from dcmlir.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
-from dcmlir.space import space_for
+from dcmlir.build.compiler import build
+from dcmlir.codegen.kernel import KernelVariant, input_shapes, kernel_module_text
+from dcmlir.ir.iree import compiler_version
+from dcmlir.measure.loop import Measurer
+from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records.database import RecordDatabase
+from dcmlir.space.candidates import space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from dcmlir.mlir import ir, linalg, source_loc
+from dcmlir.ir.mlir import ir, linalg, source_loc
 
 RANGES_ATTR = "dcmlir.dim_ranges"
 """Set by ``dcmlir-annotate-ranges`` on each dynamic op: ``{d0 = array<i64: lo, hi>}``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dcmlir.pass_base import ModulePass
+from dcmlir.ir.pass_base import ModulePass
 
 
 def _annotate_ranges() -> type[ModulePass]:

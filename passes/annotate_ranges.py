@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dcmlir.mlir import ir, linalg
-from dcmlir.pass_base import ModulePass, PassContext, option
+from dcmlir.ir.mlir import ir, linalg
+from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.workload import (
     ArgDim,
     DimOrigin,

@@ -32,10 +32,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dcmlir.decision_tree import Leaf, Node
-from dcmlir.mlir import arith, ir, scf, tensor
-from dcmlir.pass_base import ModulePass, PassContext, option
-from dcmlir.plan import Plan, PlanError, WorkloadPlan
+from dcmlir.dispatch.plan import Plan, PlanError, WorkloadPlan
+from dcmlir.dispatch.tree import Leaf, Node
+from dcmlir.ir.mlir import arith, ir, scf, tensor
+from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.workload import NotAWorkload, Workload, workloads
 
 FUNCTION_OPS = ("func.func", "util.func")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from dcmlir.mlir import ir, source_loc
-from dcmlir.pass_base import ModulePass, PassContext, option
+from dcmlir.ir.mlir import ir, source_loc
+from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.workload import Workload, workloads
 
 

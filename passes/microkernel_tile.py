@@ -3,7 +3,7 @@
 Each dynamic contraction becomes an ``scf.forall`` over micro-kernel tiles
 whose body holds the op padded to the static micro-kernel shape: the form a
 DietCode kernel has, and the one lit tests check. The pass only builds the
-inputs of :mod:`dcmlir.schedule` (which ops, which sizes) and applies its
+inputs of :mod:`dcmlir.codegen.schedule` (which ops, which sizes) and applies its
 script; the script itself lives there so the tuner can reuse it.
 """
 
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dcmlir.mlir import ir
-from dcmlir.pass_base import ModulePass, PassContext, option
-from dcmlir.schedule import (
+from dcmlir.codegen.schedule import (
     TARGET_ATTR,
     LoopTiling,
     MicroKernel,
@@ -24,6 +22,8 @@ from dcmlir.schedule import (
     loop_tiling,
     tag_attr,
 )
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.workload import K, NotAWorkload, Workload, workloads
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dcmlir.mlir import ir
+from dcmlir.ir.mlir import ir
 
 _PREDICATES: dict[int, Callable[[int, int], bool]] = {
     0: lambda a, b: a == b,

@@ -27,18 +27,24 @@ import numpy as np
 from dispatch_interpreter import walk_cascade
 from hypothesis import strategies as st
 
-from dcmlir.build import BuildCache, build
-from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.iree import load_function, load_functions
-from dcmlir.kernel import input_shapes, kernel_module_text, reference
-from dcmlir.mlir import ir, parse_module
-from dcmlir.pass_base import PassContext
+from dcmlir.build.compiler import BuildCache, build
+from dcmlir.build.routes import ConfigRoute
+from dcmlir.codegen.kernel import input_shapes, kernel_module_text, reference
+from dcmlir.codegen.schedule import TARGET_ATTR
+from dcmlir.dispatch.plan import Plan, WorkloadPlan
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.iree import load_function, load_functions
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.ir.pass_base import PassContext
 from dcmlir.passes.emit_dispatch import COMPILATION_INFO, FALLBACK, KERNEL_ATTR, emit_dispatch
 from dcmlir.passes.microkernel_tile import MicrokernelTilePass
-from dcmlir.plan import Plan, WorkloadPlan
-from dcmlir.routes import ConfigRoute
-from dcmlir.schedule import TARGET_ATTR
-from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, candidate_from_key, cpu_space
+from dcmlir.space.candidates import (
+    Candidate,
+    CpuCandidate,
+    DefaultCandidate,
+    candidate_from_key,
+    cpu_space,
+)
 from dcmlir.target import CpuTarget
 from dcmlir.workload import NotAWorkload, Workload, workloads, write_ranges
 
@@ -912,7 +918,7 @@ def check_compiled(
 
     Returns how many shapes ran. The reference is an einsum over the
     description's layouts in float64, checked also against dcmlir's
-    :func:`dcmlir.kernel.reference`.
+    :func:`dcmlir.codegen.kernel.reference`.
     """
     COUNTS["compiled"] += 1
     dispatched = check_emit_dispatch(case, spec, probe_limit=60, counter="compiled.cascade")

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from test_bench import SMALL_DENSE, small_plan
 
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.iree import load_function
-from dcmlir.kernel import check_tolerance, input_shapes, reference
-from dcmlir.plan import Plan
-from dcmlir.space import DefaultCandidate
+from dcmlir.codegen.kernel import check_tolerance, input_shapes, reference
+from dcmlir.dispatch.plan import Plan
+from dcmlir.driver.tuner import _nothing_ran
+from dcmlir.ir.iree import load_function
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.space.candidates import DefaultCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
-from dcmlir.tuner import _nothing_ran
 
 STATIC = """func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>

@@ -9,21 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.baselines import (
+from dcmlir.bench.baselines import (
     bucketing_module,
     leaf_boxes,
     specialization_attribute,
     static_module,
 )
-from dcmlir.bench import BASELINES, BenchError, BenchSettings, bench, load_result
-from dcmlir.build import build
-from dcmlir.decision_tree import Leaf, Split
-from dcmlir.host_baselines import HostFunction, MatmulForm, contract, device_threads
-from dcmlir.iree import load_function
-from dcmlir.kernel import input_shapes, reference
-from dcmlir.mlir import ir, parse_module
-from dcmlir.plan import Plan, PlannedDim, WorkloadPlan
-from dcmlir.space import DefaultCandidate, candidate_from_key
+from dcmlir.bench.run import BASELINES, BenchError, BenchSettings, bench, load_result
+from dcmlir.build.compiler import build
+from dcmlir.codegen.kernel import input_shapes, reference
+from dcmlir.dispatch.plan import Plan, PlannedDim, WorkloadPlan
+from dcmlir.dispatch.tree import Leaf, Split
+from dcmlir.ir.iree import load_function
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.host import HostFunction, device_threads
+from dcmlir.reference import MatmulForm, contract
+from dcmlir.space.candidates import DefaultCandidate, candidate_from_key
 from dcmlir.target import CpuTarget, CudaTarget
 from dcmlir.tools.cli import main
 from dcmlir.workload import DimSource, Workload, workloads
@@ -198,7 +199,7 @@ def test_bench_errors_are_one_line(
 def test_a_cuda_plan_without_a_gpu_says_so_and_exits_cleanly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dcmlir.iree import cuda_device_available
+    from dcmlir.ir.iree import cuda_device_available
 
     if cuda_device_available():
         pytest.skip("a CUDA GPU is present: the no-GPU path does not apply")

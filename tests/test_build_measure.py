@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dcmlir.build
-from dcmlir.build import (
+import dcmlir.build.compiler
+from dcmlir.build.batch import COMPILE_FLOOR_S, Builder
+from dcmlir.build.compiler import (
     BuildCache,
     BuildError,
     build,
@@ -27,9 +28,8 @@ from dcmlir.build import (
     remove_stale_scratch,
     stale_scratch,
 )
-from dcmlir.builder import COMPILE_FLOOR_S, Builder
-from dcmlir.iree import CompilerRun, RuntimeFailure, load_function
-from dcmlir.measure import (
+from dcmlir.ir.iree import CompilerRun, RuntimeFailure, load_function
+from dcmlir.measure.timing import (
     IreeVariant,
     MeasureSettings,
     MismatchError,
@@ -99,7 +99,7 @@ def test_second_build_is_a_cache_hit_and_compiles_nothing(
     def no_compiling(*_args: object) -> None:
         raise AssertionError("iree-compile ran on a cache hit")
 
-    monkeypatch.setattr(dcmlir.build, "run_compile", no_compiling)
+    monkeypatch.setattr(dcmlir.build.compiler, "run_compile", no_compiling)
     second = build(text, cache=cache)
     assert second.cached and second.vmfb == first.vmfb and second.key == first.key
     assert (cache.misses, cache.hits) == (1, 1)
@@ -225,7 +225,7 @@ def test_a_crash_names_the_signal(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     def crashed(text: str, flags: object, timeout: object) -> CompilerRun:
         return CompilerRun(-11, b"", "Stack dump:\n0. Program arguments: iree-compile -\n")
 
-    monkeypatch.setattr(dcmlir.build, "run_compile", crashed)
+    monkeypatch.setattr(dcmlir.build.compiler, "run_compile", crashed)
     with pytest.raises(BuildError) as caught:
         build(BROKEN, cache=BuildCache(tmp_path))
     assert str(caught.value).splitlines() == [

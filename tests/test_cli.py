@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dcmlir import __version__
-from dcmlir.space import space_for
+from dcmlir.space.candidates import space_for
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
 
@@ -200,7 +200,7 @@ def test_cache_shows_and_clears(
 ) -> None:
     cache_dir = tmp_path / "own-cache"  # counts below need a cache no other test fills
     monkeypatch.setenv("DCMLIR_CACHE_DIR", str(cache_dir))
-    from dcmlir.build import build
+    from dcmlir.build.compiler import build
 
     build(Path(EXAMPLE).read_text(), "llvm-cpu")
     code, out, _ = run(capsys, "cache")

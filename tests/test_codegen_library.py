@@ -1,4 +1,4 @@
-"""Route (a): the transform-dialect codegen library (dcmlir.codegen_library).
+"""Route (a): the transform-dialect codegen library (dcmlir.codegen.library).
 
 Every build here is a real ``iree-compile``; one module holds all the good
 variants so the suite pays for one multi-variant compile, and each broken
@@ -12,23 +12,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.build import target_flags
-from dcmlir.codegen_library import (
+from dcmlir.build.compiler import target_flags
+from dcmlir.build.td import RouteError, build_td, td_flags, verify_td_build
+from dcmlir.codegen.library import (
     SEQUENCE_ATTR,
-    RouteError,
     TdVariant,
     annotate_for_library,
-    build_td,
     codegen_library,
     compilation_info,
     sequence_symbol,
-    td_flags,
-    verify_td_build,
 )
-from dcmlir.iree import load_function, run_compile
-from dcmlir.measure import relative_error
-from dcmlir.mlir import ir, parse_module
-from dcmlir.space import TileLevels
+from dcmlir.ir.iree import load_function, run_compile
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.timing import relative_error
+from dcmlir.space.candidates import TileLevels
 from dcmlir.workload import Workload, analyse, dynamic_linalg_ops
 
 ROWS = (1, 5, 17, 128)
@@ -235,7 +232,7 @@ def test_second_build_is_a_cache_hit(workloads, monkeypatch) -> None:
     def no_compiling(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a cached build must not run iree-compile")
 
-    monkeypatch.setattr("dcmlir.codegen_library.run_compile", no_compiling)
+    monkeypatch.setattr("dcmlir.build.td.run_compile", no_compiling)
     second = build_td(module_of(rows), variants_of(workloads, rows))
     assert second.cached and second.vmfb == first.vmfb
 

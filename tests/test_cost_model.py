@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.cost_model import (
+from dcmlir.cost_model.model import (
     HARD_CURVE,
     T4_PRIOR,
     CostModel,
@@ -28,8 +28,8 @@ from dcmlir.cost_model import (
     top1_regret,
     work,
 )
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.space import CpuCandidate, CudaCandidate, DefaultCandidate
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.space.candidates import CpuCandidate, CudaCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget, CudaTarget, target_from_json
 from dcmlir.workload import BATCH, DimSource, K, LoopDim, M, N, Workload
 

@@ -22,7 +22,8 @@ import pytest
 from conftest import DENSE
 
 import dcmlir
-from dcmlir.cost_model import (
+from dcmlir.codegen.kernel import kernel_function_text
+from dcmlir.cost_model.model import (
     T4_PRIOR,
     CostModel,
     OccupancyCurve,
@@ -31,13 +32,12 @@ from dcmlir.cost_model import (
     parallel_units_for,
     work,
 )
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.iree import cuda_device_available, run_compile
-from dcmlir.kernel import kernel_function_text
-from dcmlir.measurer import TD_ON_CUDA, Measurer, NoDevice
-from dcmlir.mlir import ir, parse_module
-from dcmlir.plan import Plan, WorkloadPlan
-from dcmlir.space import CudaCandidate, DefaultCandidate, cuda_space
+from dcmlir.dispatch.plan import Plan, WorkloadPlan
+from dcmlir.ir.iree import cuda_device_available, run_compile
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.loop import TD_ON_CUDA, Measurer, NoDevice
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.space.candidates import CudaCandidate, DefaultCandidate, cuda_space
 from dcmlir.target import CudaTarget, PtxEntry, ptx_entries, ptx_modules
 from dcmlir.tools.cli import main
 from dcmlir.workload import Workload, workloads
@@ -114,7 +114,7 @@ WORKLOADS = {name: workload_of(text) for name, text in WORKLOAD_TEXTS.items()}
 def kernel_module(target: CudaTarget, kernels: list[tuple[str, Workload, object]]) -> str:
     """One module, one function per (name, workload, candidate), for ``target``.
 
-    Attributes are attached through the bindings, as :func:`dcmlir.kernel.kernel_module_text`
+    Attributes are attached through the bindings, as :func:`dcmlir.codegen.kernel.kernel_module_text`
     does for a single workload.
     """
     body = "\n".join(kernel_function_text(workload, name) for name, workload, _ in kernels)
@@ -234,7 +234,7 @@ def test_sm_80_and_sm_90_differ_only_in_the_ptx_header(tmp_path: Path) -> None:
 
 
 def test_ptx_modules_of_a_cpu_build_is_empty() -> None:
-    from dcmlir.build import build
+    from dcmlir.build.compiler import build
 
     assert ptx_modules(build(DENSE, "llvm-cpu").vmfb) == []
 
@@ -392,7 +392,7 @@ def test_the_td_route_on_cuda_is_one_clear_error(
         argv += ["--shapes", "8"]
     assert main(argv) == 1
     assert capsys.readouterr().err.splitlines() == [f"dcmlir: error: {TD_ON_CUDA}"]
-    from dcmlir.routes import TransformLibraryRoute
+    from dcmlir.build.routes import TransformLibraryRoute
 
     with pytest.raises(ValueError, match="builds llvm-cpu only"):
         Measurer(
@@ -468,7 +468,7 @@ def test_occupancy_on_h100_counts_132_sms_and_calibrates_from_cuda_records() -> 
 def test_the_cost_model_report_reads_cuda_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dcmlir.cost_model import main as cost_model_main
+    from dcmlir.cost_model.model import main as cost_model_main
 
     h100 = CudaTarget.known("h100")
     workload = workload_of(ATTENTION_SCORES)

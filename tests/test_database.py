@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import SCORES
 
-from dcmlir.database import FORMAT, DatabaseError, Record, RecordDatabase
-from dcmlir.mlir import ir, parse_module
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.records.database import FORMAT, DatabaseError, Record, RecordDatabase
 from dcmlir.workload import Workload, workloads
 
 VERSION = "3.13.0 (test)"
@@ -230,7 +230,7 @@ def test_corrupt_and_truncated_lines_are_skipped_and_reported(tmp_path, caplog):
     )
     path.write_bytes(content)
     db = database(path)
-    with caplog.at_level(logging.WARNING, logger="dcmlir.database"):
+    with caplog.at_level(logging.WARNING, logger="dcmlir.records.database"):
         assert db.load() == good
     assert db.problems[:-1] == [
         f"{path}:2: not JSON: Expecting value, column 1",
@@ -268,7 +268,7 @@ def test_append_after_a_fragment_starts_a_new_line(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from dcmlir.database import Record, RecordDatabase
+    from dcmlir.records.database import Record, RecordDatabase
 
     path, writer, count, payload, fsync = sys.argv[1:6]
     db = RecordDatabase(path, fsync=fsync == "1", iree_version="3.13.0 (test)")

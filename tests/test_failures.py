@@ -29,13 +29,13 @@ from test_measurer import FAST, workload_of
 from test_search import FakeMeasurer, dense_with_range
 
 import dcmlir
-from dcmlir.cost_model import TrivialCostModel
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.kernel import kernel_module_text
-from dcmlir.measurer import Measurer, MeasureReport
-from dcmlir.routes import ConfigRoute
-from dcmlir.search import SearchSettings, ShapeGenericSearch, wrong_results
-from dcmlir.space import Candidate, DefaultCandidate, candidate_from_key, space_for
+from dcmlir.build.routes import ConfigRoute
+from dcmlir.codegen.kernel import kernel_module_text
+from dcmlir.cost_model.model import TrivialCostModel
+from dcmlir.measure.loop import Measurer, MeasureReport
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, wrong_results
+from dcmlir.space.candidates import Candidate, DefaultCandidate, candidate_from_key, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
 
@@ -216,7 +216,7 @@ def test_a_plan_that_cannot_be_written_is_one_line_and_the_records_stay(
     def full(self: object, path: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr("dcmlir.plan.Plan.save", full)
+    monkeypatch.setattr("dcmlir.dispatch.plan.Plan.save", full)
     args = ["tune", str(source), *TUNE, "--budget", "4", "--db", str(db), "-o", str(plan)]
     assert main(args) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import DENSE, SCORES
 
-from dcmlir.builder import Builder
-from dcmlir.database import RecordDatabase
-from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import Measurer
-from dcmlir.mlir import ir, parse_module
-from dcmlir.runner import RunnerSettings
-from dcmlir.space import CpuCandidate, DefaultCandidate, candidate_from_key
+from dcmlir.build.batch import Builder
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.loop import Measurer
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records.database import RecordDatabase
+from dcmlir.space.candidates import CpuCandidate, DefaultCandidate, candidate_from_key
 from dcmlir.target import CpuTarget, CudaTarget
 from dcmlir.tools.cli import main
 from dcmlir.workload import Workload, workloads
@@ -217,7 +217,7 @@ def test_cli_measure_cuda_without_gpu_exits_cleanly(
 
 
 def test_spread_selection_keeps_default_first() -> None:
-    from dcmlir.space import space_for
+    from dcmlir.space.candidates import space_for
     from dcmlir.tools.cmd_measure import select_candidates
 
     space = space_for(CpuTarget())
@@ -228,7 +228,7 @@ def test_spread_selection_keeps_default_first() -> None:
 
 
 def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) -> None:
-    from dcmlir.routes import TransformLibraryRoute
+    from dcmlir.build.routes import TransformLibraryRoute
 
     workload = workload_of(DENSE)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
@@ -246,7 +246,7 @@ def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) 
         assert record.ok and record.route == "td", record.error
         assert record.extra["max_error"] < 1e-4
     # the guard's verdicts are cached with the build: a second builder compiles nothing
-    from dcmlir.builder import Builder
+    from dcmlir.build.batch import Builder
 
     with Builder(CpuTarget(), TransformLibraryRoute()) as again:
         built = again.build(workload, PICKED)

@@ -20,16 +20,9 @@ import numpy as np
 import pytest
 
 import dcmlir
-from dcmlir.iree import load_function
-from dcmlir.model_graph import (
-    ModelGraph,
-    graph_path_for,
-    interpolated_seconds,
-    probe_shapes,
-    run_shapes,
-    split_budget,
-    work,
-)
+from dcmlir.dispatch.plan import Plan
+from dcmlir.driver.tuner import load_model
+from dcmlir.ir.iree import load_function
 from dcmlir.models.bert import (
     BERT_BASE,
     EncoderConfig,
@@ -38,9 +31,16 @@ from dcmlir.models.bert import (
     random_input,
     save_model,
 )
-from dcmlir.plan import Plan
+from dcmlir.search.model_graph import (
+    ModelGraph,
+    graph_path_for,
+    interpolated_seconds,
+    probe_shapes,
+    run_shapes,
+    split_budget,
+    work,
+)
 from dcmlir.tools.cli import main
-from dcmlir.tuner import load_model
 
 FAST = {"min_time": 0.002, "rounds": 2}
 TINY = EncoderConfig(hidden=64, heads=2, ffn=128, layers=2, seq=(1, 16), seed=3)
@@ -386,7 +386,7 @@ def test_cli_generate_tune_compile_run_model(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_run_model_recognises_generated_modules(tmp_path: Path) -> None:
-    from dcmlir.model_run import encoder_config
+    from dcmlir.bench.model import encoder_config
 
     tanh = dataclasses.replace(TINY, gelu="tanh")
     for config in (TINY, tanh):
@@ -488,7 +488,7 @@ def test_torch_model_imports_tunes_compiles_and_matches_torch(tmp_path: Path, so
 
 def dispatch_shapes(text: str, flags: tuple[str, ...], directory: Path) -> Counter:
     """Each executable IREE builds, as the sequence of its linalg ops (fills aside)."""
-    from dcmlir.build import build
+    from dcmlir.build.compiler import build
 
     build(
         text,
@@ -507,8 +507,8 @@ def dispatch_shapes(text: str, flags: tuple[str, ...], directory: Path) -> Count
 def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -> None:
     """Bias, GELU, residual, scale and head transposes stay fused with their contraction in
     every branch (one executable per kernel), no elementwise op becomes its own dispatch."""
-    from dcmlir.plan import WorkloadPlan
-    from dcmlir.space import candidate_from_key
+    from dcmlir.dispatch.plan import WorkloadPlan
+    from dcmlir.space.candidates import candidate_from_key
     from dcmlir.target import CpuTarget
 
     config = dataclasses.replace(TINY, layers=1)

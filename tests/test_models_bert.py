@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.build import build
-from dcmlir.iree import ParameterFile, run_compile
-from dcmlir.measure import MismatchError
-from dcmlir.mlir import ir, parse_module
+from dcmlir.build.compiler import build
+from dcmlir.ir.iree import ParameterFile, run_compile
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.timing import MismatchError
 from dcmlir.models.bert import (
     BERT_BASE,
     EncoderConfig,

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from dcmlir.mlir import ir
-from dcmlir.pass_base import ModulePass
-from dcmlir.passes import get_all_passes
-from dcmlir.pipeline import (
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import ModulePass
+from dcmlir.ir.pipeline import (
     PipelineError,
     UpstreamPass,
     parse_pipeline,
     pipeline_spec,
     split_top_level,
 )
+from dcmlir.passes import get_all_passes
 
 REGISTRY = get_all_passes()
 

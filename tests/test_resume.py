@@ -42,10 +42,10 @@ from test_search import FakeMeasurer, dense_with_range
 from tune_driver import SMALL_MODEL_TREES, FakeRunner
 
 import dcmlir
-from dcmlir.cost_model import REGRESSOR_PARAMS, CostModel
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.search import SearchResult, SearchSettings, ShapeGenericSearch
-from dcmlir.space import space_for
+from dcmlir.cost_model.model import REGRESSOR_PARAMS, CostModel
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
+from dcmlir.space.candidates import space_for
 from dcmlir.target import CpuTarget
 
 DRIVER = Path(__file__).with_name("tune_driver.py")
@@ -299,12 +299,12 @@ def test_interrupted_after_every_record_resumes_to_the_same_plan(
 ) -> None:
     """In process, deterministic times: the run stops after record 1, 2, ... N (the state a
     kill -9 there leaves on disk: appends are whole lines) and a second run finishes it."""
-    monkeypatch.setattr("dcmlir.measurer.Runner", FakeRunner)
+    monkeypatch.setattr("dcmlir.measure.loop.Runner", FakeRunner)
     monkeypatch.setitem(REGRESSOR_PARAMS, "n_estimators", SMALL_MODEL_TREES)
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
 
-    def tune(db: Path, output: Path) -> dcmlir.tuner.TuneReport:
+    def tune(db: Path, output: Path) -> dcmlir.driver.tuner.TuneReport:
         return dcmlir.tune(
             source,
             dims=["1:6"],
@@ -319,12 +319,12 @@ def test_interrupted_after_every_record_resumes_to_the_same_plan(
     expected = (tmp_path / "whole.json").read_text()
     total = len(records_of(tmp_path / "whole.jsonl"))
 
-    append = dcmlir.database.RecordDatabase.append
+    append = dcmlir.records.database.RecordDatabase.append
 
     def stopping_after(limit: int):  # type: ignore[no-untyped-def]
         written = 0
 
-        def stopping(self: dcmlir.database.RecordDatabase, record: Record) -> None:
+        def stopping(self: dcmlir.records.database.RecordDatabase, record: Record) -> None:
             nonlocal written
             if written == limit:
                 raise Stopped
@@ -336,7 +336,7 @@ def test_interrupted_after_every_record_resumes_to_the_same_plan(
     for stop_after in range(1, total):
         db = tmp_path / f"stopped-{stop_after}.jsonl"
         with monkeypatch.context() as patch:
-            patch.setattr(dcmlir.database.RecordDatabase, "append", stopping_after(stop_after))
+            patch.setattr(dcmlir.records.database.RecordDatabase, "append", stopping_after(stop_after))
             with pytest.raises(Stopped):
                 tune(db, tmp_path / "unused.json")
         report = tune(db, tmp_path / f"resumed-{stop_after}.json")

@@ -13,11 +13,16 @@ from pathlib import Path
 import pytest
 from conftest import DENSE
 
-from dcmlir.build import build
-from dcmlir.kernel import KernelVariant, input_shapes, kernel_function_text, kernel_module_text
-from dcmlir.measure import MeasureSettings
-from dcmlir.mlir import ir, parse_module
-from dcmlir.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.build.compiler import build
+from dcmlir.codegen.kernel import (
+    KernelVariant,
+    input_shapes,
+    kernel_function_text,
+    kernel_module_text,
+)
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.timing import MeasureSettings
 from dcmlir.workload import Workload, workloads
 
 SKINNY = (

@@ -1,4 +1,4 @@
-"""The micro-kernel schedule (dcmlir.schedule) and the dcmlir-microkernel-tile pass."""
+"""The micro-kernel schedule (dcmlir.codegen.schedule) and the dcmlir-microkernel-tile pass."""
 
 from __future__ import annotations
 
@@ -8,13 +8,7 @@ import pytest
 from conftest import DENSE, SCORES, TRANSPOSED
 
 import dcmlir.passes.microkernel_tile as microkernel_tile
-from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.mlir import ir, parse_module
-from dcmlir.pass_base import PassContext, PassFailure, PassOptionError
-from dcmlir.passes import get_all_passes
-from dcmlir.passes.microkernel_tile import MicrokernelTilePass
-from dcmlir.pipeline import build_pass_manager, parse_pipeline
-from dcmlir.schedule import (
+from dcmlir.codegen.schedule import (
     TARGET_ATTR,
     LoopTiling,
     MicroKernel,
@@ -22,6 +16,12 @@ from dcmlir.schedule import (
     build_schedule,
     loop_tiling,
 )
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.ir.pass_base import PassContext, PassFailure, PassOptionError
+from dcmlir.ir.pipeline import build_pass_manager, parse_pipeline
+from dcmlir.passes import get_all_passes
+from dcmlir.passes.microkernel_tile import MicrokernelTilePass
 from dcmlir.workload import analyse, dynamic_linalg_ops
 
 MK = MicroKernel(b=1, m=8, n=16, k=8)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from conftest import DENSE
 
-from dcmlir.cost_model import TrivialCostModel
-from dcmlir.database import Record, RecordDatabase
-from dcmlir.measurer import MeasureReport, Shape
-from dcmlir.mlir import ir, parse_module
-from dcmlir.search import SearchSettings, ShapeGenericSearch, shapes_in_range
-from dcmlir.space import Candidate, space_for
+from dcmlir.cost_model.model import TrivialCostModel
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.measure.loop import MeasureReport, Shape
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
+from dcmlir.space.candidates import Candidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload, workloads, write_ranges
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import DENSE, SCORES, TRANSPOSED
 
-from dcmlir.build import compile_module
-from dcmlir.iree import run_compile
-from dcmlir.mlir import ir, parse_module
-from dcmlir.space import (
+from dcmlir.build.compiler import compile_module
+from dcmlir.ir.iree import run_compile
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.space.candidates import (
     CandidateError,
     CpuCandidate,
     CudaCandidate,

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dcmlir.build import build  # noqa: E402
-from dcmlir.iree import load_function  # noqa: E402
-from dcmlir.measure import relative_error  # noqa: E402
+from dcmlir.build.compiler import build  # noqa: E402
+from dcmlir.ir.iree import load_function  # noqa: E402
+from dcmlir.measure.timing import relative_error  # noqa: E402
 from dcmlir.models.bert import (  # noqa: E402
     EncoderConfig,
     encoder_reference,

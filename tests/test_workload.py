@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import DENSE, SCORES, TRANSPOSED
 
-from dcmlir.mlir import ir, parse_module
+from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.workload import (
     ArgDim,
     NotAWorkload,

@@ -67,13 +67,13 @@ class FakeRunner:
     """The Runner's interface answered by :func:`fake_seconds` (no worker process)."""
 
     def __init__(self, settings: Any = None) -> None:
-        from dcmlir.runner import RunnerSettings
+        from dcmlir.measure.runner import RunnerSettings
 
         self.settings = settings or RunnerSettings()
 
     def measure_shape(self, variants, problem, *, baseline=None, on_sample=None):  # type: ignore[no-untyped-def]
-        from dcmlir.measure import Timing
-        from dcmlir.runner import ShapeResult
+        from dcmlir.measure.runner import ShapeResult
+        from dcmlir.measure.timing import Timing
 
         timings = {v.name: Timing(v.name, max_error=0.0) for v in variants}
         for _ in range(self.settings.measure.rounds):
@@ -94,7 +94,7 @@ class FakeRunner:
 
 
 class _FullDisk:
-    """``os`` for dcmlir.database: real, until N record writes have gone through."""
+    """``os`` for dcmlir.records.database: real, until N record writes have gone through."""
 
     def __init__(self, after: int) -> None:
         self.after = after
@@ -113,34 +113,34 @@ class _FullDisk:
 
 
 def install() -> None:
-    import dcmlir.build
-    import dcmlir.database
-    import dcmlir.measurer
-    import dcmlir.plan
-    import dcmlir.runner
+    import dcmlir.build.compiler
+    import dcmlir.dispatch.plan
+    import dcmlir.measure.loop
+    import dcmlir.measure.runner
+    import dcmlir.records.database
 
     if os.environ.get("DCMLIR_TEST_SMALL_MODEL") == "1":
-        import dcmlir.cost_model
+        import dcmlir.cost_model.model
 
-        dcmlir.cost_model.REGRESSOR_PARAMS["n_estimators"] = SMALL_MODEL_TREES
+        dcmlir.cost_model.model.REGRESSOR_PARAMS["n_estimators"] = SMALL_MODEL_TREES
     if os.environ.get("DCMLIR_TEST_FAKE_TIMES") == "1":
-        dcmlir.measurer.Runner = FakeRunner  # type: ignore[misc,assignment]
+        dcmlir.measure.loop.Runner = FakeRunner  # type: ignore[misc,assignment]
     full_after = os.environ.get("DCMLIR_TEST_FULL_DISK_AFTER")
     if full_after is not None:
-        dcmlir.database.os = _FullDisk(int(full_after))  # type: ignore[assignment]
+        dcmlir.records.database.os = _FullDisk(int(full_after))  # type: ignore[assignment]
     if not HOLD:
         return
 
-    append = dcmlir.database.RecordDatabase.append
+    append = dcmlir.records.database.RecordDatabase.append
 
     def held_append(self, record):  # type: ignore[no-untyped-def]
         append(self, record)
         if _reached("append"):
             _hold(f"append:{_counts['append']}")
 
-    dcmlir.database.RecordDatabase.append = held_append  # type: ignore[method-assign]
+    dcmlir.records.database.RecordDatabase.append = held_append  # type: ignore[method-assign]
 
-    run_compile = dcmlir.build.run_compile
+    run_compile = dcmlir.build.compiler.run_compile
 
     def held_compile(*args, **kwargs):  # type: ignore[no-untyped-def]
         if _reached("compile"):
@@ -149,19 +149,19 @@ def install() -> None:
             _hold(f"compile:{_counts['compile']}")
         return run_compile(*args, **kwargs)
 
-    dcmlir.build.run_compile = held_compile
+    dcmlir.build.compiler.run_compile = held_compile
 
-    for runner_class in {dcmlir.measurer.Runner, dcmlir.runner.Runner}:
+    for runner_class in {dcmlir.measure.loop.Runner, dcmlir.measure.runner.Runner}:
         _hook_samples(runner_class)
 
-    save = dcmlir.plan.Plan.save
+    save = dcmlir.dispatch.plan.Plan.save
 
     def held_save(self, path):  # type: ignore[no-untyped-def]
         if _reached("save"):
             _hold("save")
         save(self, path)
 
-    dcmlir.plan.Plan.save = held_save  # type: ignore[method-assign]
+    dcmlir.dispatch.plan.Plan.save = held_save  # type: ignore[method-assign]
 
 
 def _hook_samples(runner_class: type) -> None:

@@ -23,12 +23,14 @@ from typing import IO, NoReturn
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dcmlir import __version__
-from dcmlir.build import BuildError, build, default_cache
-from dcmlir.diagnostics import DiagnosticEngine
-from dcmlir.inputs import InputError, read_module_source
-from dcmlir.iree import RuntimeFailure, compiler_version, load_function
-from dcmlir.measure import (
+from dcmlir.build.compiler import BuildError, build, default_cache
+from dcmlir.dispatch.plan import WorkloadPlan
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.inputs import InputError, read_module_source
+from dcmlir.ir.iree import RuntimeFailure, load_function, versions
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import PassContext, PassFailure
+from dcmlir.measure.timing import (
     Comparison,
     Inputs,
     IreeVariant,
@@ -36,11 +38,8 @@ from dcmlir.measure import (
     PythonVariant,
     measure_shapes,
 )
-from dcmlir.mlir import ir
-from dcmlir.pass_base import PassContext, PassFailure
 from dcmlir.passes.annotate_ranges import AnnotateRangesPass
 from dcmlir.passes.list_workloads import build_report
-from dcmlir.plan import WorkloadPlan
 from dcmlir.workload import (
     Workload,
     parse_range,
@@ -278,9 +277,9 @@ def _demo_bert(
     """Generate the encoder, tune it as a model, compile it, run it against IREE's default."""
     import dataclasses
 
-    from dcmlir.model_run import ModelRunError, run_model
+    from dcmlir.bench.model import ModelRunError, run_model
+    from dcmlir.driver.tuner import TuneError, compile, compile_default, tune
     from dcmlir.models.bert import BERT_BASE, generate_encoder, save_model
-    from dcmlir.tuner import TuneError, compile, compile_default, tune
 
     config = dataclasses.replace(BERT_BASE, layers=args.layers)
     model_path = workdir / "bert.mlir"
@@ -352,7 +351,7 @@ def _demo_dense(
     err: IO[str],
 ) -> int:
     """The single dense layer: tune, compile, time against IREE's default and numpy."""
-    from dcmlir.tuner import TuneError, compile, tune
+    from dcmlir.driver.tuner import TuneError, compile, tune
 
     example = str(example_path(DEMO_EXAMPLE))
     text = Path(example).read_text(encoding="utf-8")
@@ -435,7 +434,7 @@ def cmd_cache(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """The cache and, in $TMPDIR, scratch directories of runs killed before cleaning up."""
     import tempfile
 
-    from dcmlir.build import directory_bytes, remove_stale_scratch, stale_scratch
+    from dcmlir.build.compiler import directory_bytes, remove_stale_scratch, stale_scratch
 
     cache = default_cache()
     if args.clear:
@@ -468,7 +467,8 @@ def cmd_cache(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def version_text() -> str:
-    return f"{PROG} {__version__} (IREE compiler {compiler_version()})"
+    stamp = versions()
+    return f"{PROG} {stamp['dcmlir']} (IREE compiler {stamp['iree']})"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO
 
-from dcmlir.bench import (
+from dcmlir.bench.run import (
     BASELINES,
     DEFAULT_BUCKETS,
     BenchError,
@@ -14,8 +14,8 @@ from dcmlir.bench import (
     markdown,
     write_outputs,
 )
-from dcmlir.database import DatabaseError
-from dcmlir.measurer import NoDevice
+from dcmlir.measure.loop import NoDevice
+from dcmlir.records.database import DatabaseError
 
 Shape = tuple[int, ...]
 

@@ -10,12 +10,12 @@ import argparse
 import math
 from typing import IO
 
-from dcmlir.database import DatabaseError, RecordDatabase
-from dcmlir.measure import MeasureSettings
-from dcmlir.measurer import TD_ON_CUDA, Measurer, MeasureReport, Shape
-from dcmlir.routes import route_named
-from dcmlir.runner import RunnerSettings
-from dcmlir.space import DefaultCandidate, select_candidates, space_for
+from dcmlir.build.routes import route_named
+from dcmlir.measure.loop import TD_ON_CUDA, Measurer, MeasureReport, Shape
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records.database import DatabaseError, RecordDatabase
+from dcmlir.space.candidates import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.workload import Workload
 

@@ -107,7 +107,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def run_generate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.iree import RuntimeFailure
+    from dcmlir.ir.iree import RuntimeFailure
     from dcmlir.tools.cli import CliError
 
     if args.params and args.weights != "params":
@@ -217,7 +217,7 @@ def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 
 def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.iree import RuntimeFailure
+    from dcmlir.ir.iree import RuntimeFailure
     from dcmlir.tools.cli import CliError
 
     if args.params and args.weights != "params":

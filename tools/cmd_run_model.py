@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import IO
 
-from dcmlir.measure import MeasureSettings
+from dcmlir.measure.timing import MeasureSettings
 from dcmlir.target import Target
 
 
@@ -85,10 +85,10 @@ def _read_vmfb(path: str, option: str) -> bytes:
 
 
 def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.iree import RuntimeFailure
-    from dcmlir.model_run import ModelRunError, parameters_for, run_model
+    from dcmlir.bench.model import ModelRunError, parameters_for, run_model
+    from dcmlir.driver.tuner import TuneError, compile, compile_default
+    from dcmlir.ir.iree import RuntimeFailure
     from dcmlir.tools.cli import PROG, CliError, read_input
-    from dcmlir.tuner import TuneError, compile, compile_default
 
     seq_lens = parse_seq(args.seq)
     if args.min_time <= 0 or args.rounds < 1:
@@ -143,7 +143,7 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
 
 def _plan_backend(plan: str) -> Target:
     """The target the plan was tuned for, so the default build is for the same one."""
-    from dcmlir.plan import Plan, PlanError
+    from dcmlir.dispatch.plan import Plan, PlanError
     from dcmlir.tools.cli import CliError
 
     try:

@@ -1,4 +1,4 @@
-"""``dcmlir tune`` and ``dcmlir compile``: thin command-line layers over :mod:`dcmlir.tuner`."""
+"""``dcmlir tune`` and ``dcmlir compile``: thin command-line layers over :mod:`dcmlir.driver`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import IO
 
-from dcmlir.database import DatabaseError
+from dcmlir.records.database import DatabaseError
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,19 +94,19 @@ def _checked(args: argparse.Namespace) -> None:
     if args.target != "cuda" and args.arch is not None:
         raise CliError("--arch applies to --target cuda only")
     if args.target == "cuda" and args.route == "td":
-        from dcmlir.measurer import TD_ON_CUDA
+        from dcmlir.measure.loop import TD_ON_CUDA
 
         raise CliError(TD_ON_CUDA)
 
 
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.measurer import NoDevice
+    from dcmlir.driver.tuner import TuneError, tune
+    from dcmlir.measure.loop import NoDevice
     from dcmlir.tools.cli import CliError, user_error
-    from dcmlir.tuner import TuneError, tune
 
     _checked(args)
     if args.target == "cuda":
-        from dcmlir.iree import cuda_device_available
+        from dcmlir.ir.iree import cuda_device_available
         from dcmlir.target import CudaTarget
 
         if not cuda_device_available():
@@ -170,8 +170,8 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from dcmlir.driver.tuner import TuneError, compile
     from dcmlir.tools.cli import user_error
-    from dcmlir.tuner import TuneError, compile
 
     try:
         result = compile(

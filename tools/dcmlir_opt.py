@@ -13,14 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
-from dcmlir import __version__
-from dcmlir.diagnostics import DiagnosticEngine, verify_expectations
-from dcmlir.inputs import InputError, read_source
-from dcmlir.iree import compiler_version
-from dcmlir.mlir import ir
-from dcmlir.pass_base import PassContext
+from dcmlir.ir.diagnostics import DiagnosticEngine, verify_expectations
+from dcmlir.ir.inputs import InputError, read_source
+from dcmlir.ir.iree import versions
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import PassContext
+from dcmlir.ir.pipeline import PipelineElement, PipelineError, build_pass_manager, parse_pipeline
 from dcmlir.passes import get_all_passes
-from dcmlir.pipeline import PipelineElement, PipelineError, build_pass_manager, parse_pipeline
 
 SPLIT_MARKER = "// -----"
 
@@ -166,7 +165,8 @@ class DcmlirOptMain:
     # -- listings ----------------------------------------------------------------
     @staticmethod
     def version_text() -> str:
-        return f"dcmlir-opt {__version__} (IREE compiler {compiler_version()})"
+        stamp = versions()
+        return f"dcmlir-opt {stamp['dcmlir']} (IREE compiler {stamp['iree']})"
 
     @staticmethod
     def list_passes_text() -> str:

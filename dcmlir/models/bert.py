@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dcmlir.iree import ParameterFile, load_function, write_parameter_archive
-from dcmlir.measure import MismatchError, check_outputs
+from dcmlir.ir.iree import ParameterFile, load_function, write_parameter_archive
+from dcmlir.measure.timing import MismatchError, check_outputs
 
 __all__ = [
     "BERT_BASE",
@@ -687,7 +687,7 @@ def verify_encoder(
 ) -> dict[int, float]:
     """Run a compiled encoder at each ``T`` and check it against :func:`encoder_reference`.
 
-    Returns ``{T: relative error}``; raises :class:`~dcmlir.measure.MismatchError`
+    Returns ``{T: relative error}``; raises :class:`~dcmlir.measure.timing.MismatchError`
     naming the first ``T`` whose error exceeds ``rtol``. ``parameters`` is required
     for a module built from ``params`` weights (see :func:`save_model`).
     """

@@ -36,8 +36,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dcmlir.iree import ParameterFile, run_compile, write_parameter_archive
-from dcmlir.mlir import fx_importer, ir, passmanager
+from dcmlir.ir.iree import ParameterFile, run_compile, write_parameter_archive
+from dcmlir.ir.mlir import fx_importer, ir, passmanager
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
 
 __all__ = [
@@ -321,7 +321,7 @@ class ImportedModel:
 
 INPUT_CONVERSION_FLAGS = ("--compile-to=input", "--iree-torch-emit-async-entry-points=false")
 """IREE's torch input conversion only, with a sync ABI (``sync func @main``) that
-:func:`dcmlir.iree.load_function` can call; the async default has coarse fences."""
+:func:`dcmlir.ir.iree.load_function` can call; the async default has coarse fences."""
 
 
 def lower_to_linalg(torch_text: str, timeout: float | None = None) -> str:

@@ -1,0 +1,412 @@
+"""The measuring loop in one place: build candidates, time them per shape, record everything.
+
+:class:`Measurer` ties the roles together for one workload on one target:
+:class:`~dcmlir.build.batch.Builder` (many variants per compile, cached),
+:class:`~dcmlir.measure.runner.Runner` (supervised worker, interleaved rounds, IREE's
+default as the baseline measured before and after), and the
+:class:`~dcmlir.records.database.RecordDatabase` (append-only). A (candidate, shape)
+pair already in the records is never measured again, so an interrupted run
+resumes where it stopped; every build and every measurement, failed or not,
+becomes a record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, ClassVar
+
+from dcmlir.build.batch import Builder, BuiltVariant, Route
+from dcmlir.build.compiler import remove_stale_scratch, scratch_directory
+from dcmlir.ir.iree import cuda_device_available
+from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.progress import Progress
+from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.space.candidates import Candidate, DefaultCandidate
+from dcmlir.target import CudaTarget, Target
+from dcmlir.workload import Workload
+
+Shape = tuple[int, ...]  # the dynamic loops' values, in loop order
+
+BASELINE_MIN_GROUP = 4
+"""Candidates a shape needs before IREE's default is timed beside them as a drift baseline."""
+
+TD_ON_CUDA = (
+    "the transform-dialect route (--route td) builds llvm-cpu only; on cuda use --route config "
+    "(IREE's TileAndFuse pipeline; docs/routes.md says why)"
+)
+
+
+def shape_dims(workload: Workload, shape: Shape) -> dict[int, int]:
+    """``(17,)`` -> ``{0: 17}`` for the workload's dynamic loops."""
+    loops = [d.index for d in workload.dynamic_dims]
+    if len(shape) != len(loops):
+        raise ValueError(
+            f"shape {shape} gives {len(shape)} values for {len(loops)} dynamic dims "
+            f"(loops {', '.join(f'd{i}' for i in loops)})"
+        )
+    return dict(zip(loops, shape, strict=True))
+
+
+class NoDevice(RuntimeError):
+    """Timing was asked for on a target whose device is not here (CUDA without a GPU)."""
+
+    @classmethod
+    def for_arch(cls, arch: str) -> NoDevice:
+        return cls(
+            f"no CUDA GPU present: timing {arch} kernels needs one (compile-only: dcmlir measure"
+            " --target cuda builds candidates, dcmlir compile builds a CUDA plan)"
+        )
+
+
+@dataclass
+class MeasureReport:
+    """What a measuring call knows afterwards: the newest record of each pair."""
+
+    workload: Workload
+    candidates: list[Candidate]
+    shapes: list[Shape]
+    records: dict[tuple[str, Shape], Record] = field(default_factory=dict)
+    build_failures: dict[str, str] = field(default_factory=dict)
+    measured: int = 0  # pairs timed by this call (the rest came from the records)
+    skipped_no_device: bool = False
+    drift: dict[Shape, float] = field(default_factory=dict)
+
+    def median(self, candidate: str, shape: Shape) -> float:
+        record = self.records.get((candidate, shape))
+        return record.median if record is not None else math.inf
+
+    def best(self, shape: Shape) -> tuple[str, float]:
+        found = min(
+            ((c.key(), self.median(c.key(), shape)) for c in self.candidates),
+            key=lambda item: item[1],
+        )
+        return found
+
+
+class Measurer:
+    """Measures (candidate, shape) pairs of one workload on one target.
+
+    One measuring process per Python process at a time: a measurer that starts
+    measuring stops another's process (see :meth:`_start_runner`).
+
+    Keep one per tuning run (``with Measurer(...) as m:``): variants built once
+    are reused by later calls, and the measuring process stays up.
+
+    A CUDA target on a machine without a GPU: with ``compile_only`` the
+    variants are built and recorded and the call says so in one line;
+    without it, :meth:`measure_pairs` raises :class:`NoDevice` before building
+    (a tuner that needs timings must stop, not loop on empty reports).
+    """
+
+    _running: ClassVar[Measurer | None] = None  # whose measuring process is up
+
+    def __init__(
+        self,
+        workload: Workload,
+        target: Target,
+        db: RecordDatabase,
+        *,
+        route: Route | None = None,
+        runner_settings: RunnerSettings | None = None,
+        chunk_size: int = 48,
+        build_timeout: float | None = 600.0,
+        stream: IO[str] | None = None,
+        compile_only: bool = False,
+    ) -> None:
+        from dcmlir.build.routes import ConfigRoute
+
+        self.workload = workload
+        self.target = target
+        self.db = db
+        self.route = route if route is not None else ConfigRoute()
+        if isinstance(target, CudaTarget) and self.route.name == "td":
+            raise ValueError(TD_ON_CUDA)
+        self.compile_only = compile_only
+        settings = runner_settings or RunnerSettings()
+        if isinstance(target, CudaTarget) and settings.driver.startswith("local-"):
+            settings = dataclasses.replace(settings, driver="cuda")  # a GPU target runs on it
+        self.runner_settings = settings
+        self.chunk_size = chunk_size
+        self.build_timeout = build_timeout
+        self.stream = stream if stream is not None else sys.stderr
+        self._built: dict[str, BuiltVariant] = {}
+        self._build_failures: dict[str, Record] = {}
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._recorded_builds: set[str] | None = None  # candidates with a successful build
+        self._runner: Runner | None = None
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the measuring process and delete the compiled variants."""
+        self._stop_runner()
+        if self._workdir is not None:
+            self._workdir.cleanup()
+            self._workdir = None
+        self._built.clear()
+
+    def _start_runner(self) -> Runner:
+        """This measurer's measuring process, after stopping any other measurer's.
+
+        A model tuning keeps one measurer per workload; one measuring process each, all
+        alive, would hold every workload's modules and inputs at once (memory growing with
+        the number of distinct workloads). One at a time costs a process start per switch.
+        """
+        running = Measurer._running
+        if running is not None and running is not self:
+            running._stop_runner()
+        if self._runner is None:
+            self._runner = Runner(self.runner_settings)
+        Measurer._running = self
+        return self._runner
+
+    def _stop_runner(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if Measurer._running is self:
+            Measurer._running = None
+
+    # -- records ---------------------------------------------------------------------------
+    def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record]]:
+        """(newest measure record per pair, newest failed build per candidate) of this
+        workload, target and route: one pass over the records instead of one per pair."""
+        measures: dict[tuple[str, Shape], Record] = {}
+        builds: dict[str, Record] = {}
+        for record in self.db.records(
+            self.workload.key, self.target.key(), self.route.name, include_failures=True
+        ):
+            if record.kind == "measure":
+                measures[(record.candidate_key, record.shape)] = record
+            elif record.all_shapes:
+                builds[record.candidate_key] = record
+        failed_builds = {key: r for key, r in builds.items() if r.failed}
+        return measures, failed_builds
+
+    def _record_build(self, built: BuiltVariant) -> Record | None:
+        """Record a failed build, or the first successful one (a resumed run that rebuilds
+        a variant from the cache adds no line: the records say it builds already)."""
+        if built.error is None and built.candidate.key() in self._built_before():
+            return None
+        common = {
+            "workload": self.workload,
+            "target": self.target,
+            "candidate": built.candidate,
+            "route": self.route.name,
+        }
+        extra = {"compile_seconds": built.seconds, "cached": built.cached}
+        if built.error is not None:
+            record = Record.failure(**common, error=built.error, kind="build", extra=extra)
+        else:
+            record = Record.built(**common, extra=extra)
+        self.db.append(record)
+        if built.error is None:
+            self._built_before().add(built.candidate.key())
+        return record
+
+    def _built_before(self) -> set[str]:
+        if self._recorded_builds is None:
+            self._recorded_builds = {
+                record.candidate_key
+                for record in self.db.records(
+                    self.workload.key, self.target.key(), self.route.name, kind="build"
+                )
+                if record.all_shapes
+            }
+        return self._recorded_builds
+
+    # -- the loop ----------------------------------------------------------------------------
+    def measure(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> MeasureReport:
+        """Every candidate on every shape (see :meth:`measure_pairs`)."""
+        shapes = [tuple(s) for s in shapes]
+        pairs = [(candidate, shape) for shape in shapes for candidate in candidates]
+        return self.measure_pairs(pairs, candidates=candidates, shapes=shapes)
+
+    def measure_pairs(
+        self,
+        pairs: Sequence[tuple[Candidate, Shape]],
+        *,
+        candidates: Sequence[Candidate] | None = None,
+        shapes: Sequence[Shape] | None = None,
+    ) -> MeasureReport:
+        """Build what is needed, time every pair the records lack, return the newest records.
+
+        Pairs already recorded (a timing, or a failed build of the candidate)
+        are taken from the records; the rest are timed shape by shape, largest
+        shape first, IREE's default alongside as the baseline.
+        """
+        pairs = [(candidate, tuple(shape)) for candidate, shape in pairs]
+        if candidates is None:
+            candidates = list({c.key(): c for c, _ in pairs}.values())
+        if shapes is None:
+            shapes = list(dict.fromkeys(shape for _, shape in pairs))
+        keys = [c.key() for c in candidates]
+        if len(set(keys)) != len(keys):
+            raise ValueError("candidates must be distinct")
+        report = MeasureReport(self.workload, list(candidates), [tuple(s) for s in shapes])
+        measures, failed_builds = self._index()
+        todo: dict[Shape, dict[str, Candidate]] = {}
+        for candidate, shape in pairs:
+            shape_dims(self.workload, shape)  # validates the arity early
+            known = measures.get((candidate.key(), shape)) or failed_builds.get(candidate.key())
+            if known is not None:
+                report.records[(candidate.key(), shape)] = known
+                continue
+            todo.setdefault(shape, {})[candidate.key()] = candidate
+        if not todo:
+            return report
+        no_gpu = isinstance(self.target, CudaTarget) and not cuda_device_available()
+        if no_gpu and not self.compile_only:
+            raise NoDevice.for_arch(self.target.arch)
+        needed = {key: c for group in todo.values() for key, c in group.items()}
+        needed.setdefault(DefaultCandidate().key(), DefaultCandidate())
+        built = self._build(list(needed.values()))
+        for shape, group in todo.items():
+            for key in list(group):
+                if built[key].error is None:
+                    continue
+                report.build_failures[key] = built[key].error or ""
+                report.records[(key, shape)] = self._build_failures[key]
+                del group[key]
+        if no_gpu:
+            report.skipped_no_device = True
+            ok = sum(v.ok for v in built.values())
+            print(
+                f"dcmlir: no CUDA GPU present: built {ok} variant(s) for {self.target.arch}"
+                " and recorded the builds; nothing was timed",
+                file=self.stream,
+            )
+            return report
+        runner = self._start_runner()
+        for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
+            if todo[shape]:
+                self._measure_shape(runner, shape, list(todo[shape].values()), built, report)
+        self._warn_drift(report)
+        return report
+
+    def _warn_drift(self, report: MeasureReport) -> None:
+        """One line for the whole call: which shapes saw IREE's default move by > threshold."""
+        threshold = self.runner_settings.drift_threshold
+        drifted = {s: d for s, d in report.drift.items() if abs(d) > threshold}
+        if not drifted:
+            return
+        worst_shape, worst = max(drifted.items(), key=lambda item: abs(item[1]))
+        label = "x".join(map(str, worst_shape))
+        print(
+            f"dcmlir: warning: IREE's default drifted by more than {threshold:.0%} between before"
+            f" and after the rounds on {len(drifted)} of {len(report.drift)} shapes (worst"
+            f" {worst:+.0%} at {label}): the machine is noisy; ratios measured side by side"
+            " still hold, absolute times less so",
+            file=self.stream,
+        )
+
+    def _sweep_leftovers(self) -> None:
+        """Remove the scratch directories of runs killed before they could (kill -9)."""
+        removed, freed = remove_stale_scratch()
+        if removed:
+            print(
+                f"dcmlir: removed {removed} temporary director{'y' if removed == 1 else 'ies'}"
+                f" ({freed / 1e6:.1f} MB) left in {tempfile.gettempdir()} by killed runs",
+                file=self.stream,
+            )
+
+    def _build(self, candidates: list[Candidate]) -> dict[str, BuiltVariant]:
+        """Build the candidates this measurer has not built yet; all of them, by key."""
+        missing = [c for c in candidates if c.key() not in self._built]
+        if missing:
+            if self._workdir is None:
+                self._sweep_leftovers()
+                self._workdir = scratch_directory("variants")
+            progress = Progress(len(missing), f"build {self.workload.kind}", self.stream)
+            with Builder(
+                self.target,
+                self.route,
+                workdir=Path(self._workdir.name),
+                chunk_size=self.chunk_size,
+                timeout=self.build_timeout,
+                module_attributes=self.target.module_attributes(),
+            ) as builder:
+                results = builder.build(
+                    self.workload, missing, progress=lambda done, _total: progress.set(done)
+                )
+            for result in results:
+                record = self._record_build(result)
+                self._built[result.candidate.key()] = result
+                if result.error is not None and record is not None:
+                    self._build_failures[result.candidate.key()] = record
+        return {c.key(): self._built[c.key()] for c in candidates}
+
+    def _measure_shape(
+        self,
+        runner: Runner,
+        shape: Shape,
+        group: list[Candidate],
+        built: Mapping[str, BuiltVariant],
+        report: MeasureReport,
+    ) -> None:
+        """Time ``group`` (plus IREE's default as the baseline) on one shape; record each.
+
+        The default is timed alongside, before and after (to show drift), when
+        it is in the group or the group has :data:`BASELINE_MIN_GROUP` members:
+        the search verifies its choices one shape at a time, and a baseline
+        there would cost more than the measurement it watches.
+        """
+        dims = shape_dims(self.workload, shape)
+        baseline = DefaultCandidate().key()
+        members = {c.key(): c for c in group}
+        if built[baseline].ok and len(members) >= BASELINE_MIN_GROUP:
+            members.setdefault(baseline, built[baseline].candidate)
+        variants = [
+            RunVariant(key, built[key].vmfb_path or "", built[key].function) for key in members
+        ]
+        problem = ShapeProblem.of(self.workload, dims)
+        label = "x".join(str(v) for v in shape)
+        progress = Progress(
+            len(variants) * self.runner_settings.measure.rounds, f"measure {label}", self.stream
+        )
+        result = runner.measure_shape(
+            variants,
+            problem,
+            baseline=baseline if baseline in members else None,
+            on_sample=lambda _name: progress.advance(),
+        )
+        progress.set(progress.total)
+        drift = result.drift
+        if drift is not None:
+            report.drift[shape] = drift
+        flagged = drift is not None and abs(drift) > self.runner_settings.drift_threshold
+        for key in (c.key() for c in group):
+            timing = result.timings[key]
+            extra = {
+                "max_error": timing.max_error,
+                "calls": timing.calls,
+                "baseline_drift": drift,
+                "drift_flagged": flagged,
+                "runner": self.runner_settings.driver,
+            }
+            common = {
+                "workload": self.workload,
+                "target": self.target,
+                "candidate": members[key],
+                "route": self.route.name,
+                "dims": dims,
+                "extra": extra,
+            }
+            if timing.ok:
+                record = Record.measurement(**common, times=timing.samples)
+            else:
+                record = Record.failure(**common, error=timing.error or "no samples")
+            self.db.append(record)
+            report.records[(key, shape)] = record
+            report.measured += 1

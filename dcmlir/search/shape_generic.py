@@ -1,0 +1,485 @@
+"""Shape-generic search (DietCode, DESIGN.md 1.2-1.4) under a measurement budget.
+
+1. Measure every candidate once, on its cherry-picked shape (where its
+   padding and occupancy are best), and fit the cost model.
+2. Estimate the whole (shape x candidate) table: a measurement where there is
+   one, else the model's prediction corrected by how wrong the model was for
+   that candidate at its nearest measured shapes.
+3. Keep each shape's top-k candidates and cover all shapes with at most
+   ``max_kernels`` kernels (greedy set cover); give each shape its best kernel.
+4. Verify the chosen (shape, kernel) pairs and close contenders by
+   measurement, refit, and select again; stop when the budget is spent or
+   nothing is left worth measuring.
+
+A failed build or run is infinitely slow where it failed (everywhere, if it never
+ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
+
+``budget`` counts timed (candidate, shape) pairs, including those the records
+already hold, so a resumed search makes the same decisions as an
+uninterrupted one and re-measures nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Protocol
+
+import numpy as np
+
+from dcmlir.cost_model.model import pad
+from dcmlir.measure.loop import Measurer, Shape
+from dcmlir.measure.timing import MismatchError
+from dcmlir.progress import Progress
+from dcmlir.records.database import Record
+from dcmlir.space.candidates import Candidate, DefaultCandidate
+from dcmlir.workload import Workload
+
+UNSEEN_REMAINDER = 2.0
+"""How much slower than predicted a kernel is assumed on shapes its tiles do not divide,
+while it has only been measured on shapes they do (see ``_candidate_correction``)."""
+
+
+def wrong_results(record: Record) -> bool:
+    """Whether a record says its kernel computed wrong numbers (the runner's output check)."""
+    return record.failed and MismatchError.__name__ in (record.error or "")
+
+
+class CostModelLike(Protocol):
+    def update(self, records: Sequence[Record]) -> None: ...
+
+    def predict(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    budget: int = 400  # timed (candidate, shape) pairs, records included
+    max_kernels: int = 8
+    top_k: int = 4
+    verify_batch: int = 64  # pairs measured per verification round
+    contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
+    max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget < 1 or self.max_kernels < 1 or self.top_k < 1 or self.verify_batch < 1:
+            raise ValueError("budget, max_kernels, top_k and verify_batch must be >= 1")
+
+
+@dataclass
+class SearchResult:
+    workload: Workload
+    shapes: list[Shape]
+    candidates: list[Candidate]
+    kernels: list[Candidate]  # the chosen ones, at most max_kernels
+    choice: dict[Shape, int]  # shape -> index into kernels
+    estimate: np.ndarray  # [shape, candidate] seconds used for the selection
+    predicted: np.ndarray  # [shape, candidate] the final model's predictions
+    measured: dict[tuple[str, Shape], float]  # median seconds (inf: failed)
+    measurements: int  # pairs counted against the budget
+    measured_now: int  # pairs timed by this run (the rest came from the records)
+    rounds: int
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def kernel_cost(self, shape: Shape, kernel: int) -> tuple[float, bool]:
+        """(seconds, measured?) of one chosen kernel on one shape."""
+        candidate = self.kernels[kernel]
+        key = (candidate.key(), shape)
+        if key in self.measured:
+            return self.measured[key], True
+        column = [c.key() for c in self.candidates].index(candidate.key())
+        return float(self.estimate[self.shapes.index(shape), column]), False
+
+
+def shapes_in_range(workload: Workload, max_shapes: int, seed: int = 0) -> list[Shape]:
+    """Every combination of the dynamic dims' ranges, or a deterministic sample of it.
+
+    A sample keeps both ends of each range and the small values (1..8), where
+    kernels differ most, the diagonal when all dims share one range, and fills
+    the rest uniformly.
+    """
+    ranges = []
+    for dim in workload.dynamic_dims:
+        if dim.range is None:
+            raise ValueError(
+                f"dynamic loop d{dim.index} of {workload.kind} has no range; "
+                "give one (--dims LO:HI)"
+            )
+        ranges.append(dim.range)
+    total = math.prod(hi - lo + 1 for lo, hi in ranges)
+    if total <= max_shapes:
+        return [tuple(s) for s in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges))]
+    rng = random.Random(seed)
+    must: set[Shape] = set()  # kept whatever the sampling: both ends, the small values
+    if len(ranges) == 1:
+        lo, hi = ranges[0]
+        must = {(v,) for v in (*range(lo, min(hi, lo + 7) + 1), hi)}
+    elif len(set(ranges)) == 1:
+        # dims with one range are often one length (attention's T x T): keep the diagonal
+        lo, hi = ranges[0]
+        values = set(range(lo, min(hi, lo + 7) + 1)) | {hi}
+        values |= set(rng.sample(range(lo, hi + 1), min(hi - lo + 1, max_shapes // 2)))
+        must = {(v,) * len(ranges) for v in values}
+    axes = []
+    per_axis = max(2, round(max_shapes ** (1 / len(ranges))))
+    for lo, hi in ranges:
+        small = list(range(lo, min(hi, lo + 7) + 1))
+        rest = sorted(rng.sample(range(lo, hi + 1), min(hi - lo + 1, per_axis)))
+        axes.append(sorted({*small, *rest, lo, hi}))
+    found = sorted(set(itertools.product(*axes)) - must)
+    room = max_shapes - len(must)
+    if len(found) > room:
+        found = rng.sample(found, max(room, 0))
+    return sorted(must | set(found))
+
+
+class ShapeGenericSearch:
+    """Runs the search for one workload with one measurer and one cost model."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        measurer: Measurer,
+        model: CostModelLike,
+        candidates: Sequence[Candidate],
+        settings: SearchSettings | None = None,
+        *,
+        cherry_pick: object = None,
+        stream: IO[str] | None = None,
+        shapes: Sequence[Shape] | None = None,
+    ) -> None:
+        """``shapes``: the shapes to tune for, when not every combination of the dynamic
+        dims' ranges can occur (attention's T x T in a model: only the diagonal)."""
+        self.workload = workload
+        self.measurer = measurer
+        self.model = model
+        self.candidates = list(candidates)
+        self.keys = [c.key() for c in self.candidates]
+        self.settings = settings or SearchSettings()
+        self.stream = stream if stream is not None else sys.stderr
+        self.shapes = (
+            sorted({tuple(shape) for shape in shapes})
+            if shapes
+            else shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
+        )
+        self.shape_index = {s: i for i, s in enumerate(self.shapes)}
+        self.fits = np.array(
+            [[pad(workload, c, shape) == 1 for c in self.candidates] for shape in self.shapes],
+            dtype=bool,
+        ).reshape(len(self.shapes), len(self.candidates))
+        self.measured: dict[tuple[str, Shape], float] = {}
+        self.records: dict[tuple[str, Shape], Record] = {}
+        self.measured_now = 0
+        if cherry_pick is None:
+            from dcmlir.cost_model.model import cherry_pick as default_cherry_pick
+
+            cherry_pick = default_cherry_pick
+        self._cherry_pick = cherry_pick
+
+    # -- measuring ---------------------------------------------------------------------------
+    @property
+    def used(self) -> int:
+        return len(self.measured)
+
+    def _measure(self, pairs: Sequence[tuple[Candidate, Shape]]) -> None:
+        fresh = [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
+        if not fresh:
+            return
+        report = self.measurer.measure_pairs(fresh)
+        self.measured_now += report.measured
+        # In the order asked, not the order the measurer found them (records first, then
+        # timed largest shape first): a resumed run then feeds the model and the estimate
+        # the same sequence as an uninterrupted one, down to the last bit of every float.
+        asked = {(c.key(), s): None for c, s in fresh}
+        for pair in [*asked, *(p for p in report.records if p not in asked)]:
+            record = report.records.get(pair)
+            if record is None:
+                continue
+            self.records[pair] = record
+            self.measured[pair] = record.median if record.ok else math.inf
+        self.model.update([r for r in self.records.values() if r.ok])
+
+    # -- estimating --------------------------------------------------------------------------
+    def estimate(self) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, prediction) tables [shape, candidate] in seconds.
+
+        A measured pair is its measurement. Elsewhere the prediction is
+        corrected twice, from the measurements' log ratios measured/predicted:
+        by shape (what every candidate near this shape showed: e.g. a memory
+        floor the model does not know) and then by candidate (what this
+        candidate showed near this shape beyond that).
+        """
+        predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
+        column_of = {key: column for column, key in enumerate(self.keys)}
+        observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
+        failed: dict[int, int] = {}
+        runs: dict[int, int] = {}
+        for (key, shape), seconds in self.measured.items():
+            if key not in column_of or shape not in self.shape_index:
+                continue
+            row, column = self.shape_index[shape], column_of[key]
+            runs[column] = runs.get(column, 0) + 1
+            if not math.isfinite(seconds):
+                failed[column] = failed.get(column, 0) + 1
+                continue
+            if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
+                observed.append((row, column, math.log(seconds / predicted[row, column])))
+        by_shape = self._interpolate([(row, value) for row, _, value in observed])
+        residual: dict[int, list[tuple[int, float]]] = {}
+        for row, column, value in observed:
+            residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
+        estimate = predicted * by_shape[:, None]
+        for column, points in residual.items():
+            estimate[:, column] *= self._candidate_correction(column, points)
+        for column, count in failed.items():
+            if count == runs[column]:
+                estimate[:, column] = math.inf  # never ran: a build or run failure
+        for (key, shape), seconds in self.measured.items():
+            if key in column_of and shape in self.shape_index:
+                estimate[self.shape_index[shape], column_of[key]] = seconds
+        for (key, _), record in self.records.items():
+            if key in column_of and wrong_results(record):
+                estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
+        return estimate, predicted
+
+    def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:
+        """What this candidate's measurements say beyond the shape correction, per shape.
+
+        Shapes its micro-kernel tiles divide exactly and shapes that leave a
+        remainder behave differently on CPU (IREE peels remainders into slower
+        loops), so each kind is corrected only from measurements of the same
+        kind. A candidate never measured with a remainder is assumed
+        :data:`UNSEEN_REMAINDER` times slower there than the model says, until
+        a measurement shows otherwise: a kernel that shone on its cherry-picked
+        exact fit is not trusted blindly next to it.
+        """
+        fits = self.fits[:, column]
+        exact = [(row, value) for row, value in points if fits[row]]
+        ragged = [(row, value) for row, value in points if not fits[row]]
+        correction = np.ones(len(self.shapes))
+        if exact:
+            correction[fits] = self._interpolate(exact)[fits]
+        elif ragged:
+            correction[fits] = self._interpolate(ragged)[fits]
+        if ragged:
+            correction[~fits] = self._interpolate(ragged)[~fits]
+        elif exact:
+            correction[~fits] = self._interpolate(exact)[~fits] * UNSEEN_REMAINDER
+        return correction
+
+    def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
+        """exp of the inverse-distance-weighted mean of log ratios at every shape.
+
+        Distances are taken in the dynamic dims' space, each normalised by
+        its range; several values at one shape are averaged first.
+        """
+        if not points:
+            return np.ones(len(self.shapes))
+        grouped: dict[int, list[float]] = {}
+        for row, value in points:
+            grouped.setdefault(row, []).append(value)
+        rows = sorted(grouped)
+        values = np.asarray([float(np.mean(grouped[row])) for row in rows])
+        shapes = np.asarray(self.shapes, dtype=float)
+        scale = np.maximum(shapes.max(axis=0) - shapes.min(axis=0), 1.0)
+        anchors = shapes[rows] / scale
+        distance = np.linalg.norm(shapes[:, None, :] / scale - anchors[None, :, :], axis=2)
+        weights = 1.0 / (distance + 1e-3) ** 2
+        return np.exp((weights * values).sum(axis=1) / weights.sum(axis=1))
+
+    # -- selecting ---------------------------------------------------------------------------
+    def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
+        """Greedy set cover of the shapes' top-k by at most ``max_kernels`` candidates."""
+        k = min(self.settings.top_k, len(self.candidates))
+        order = np.argsort(estimate, axis=1, kind="stable")
+        top = [set(order[row, :k].tolist()) for row in range(len(self.shapes))]
+        uncovered = set(range(len(self.shapes)))
+        chosen: list[int] = []
+        while uncovered and len(chosen) < self.settings.max_kernels:
+            gains = {
+                column: _cover_gain(estimate, top, uncovered, column)
+                for column in range(len(self.candidates))
+                if column not in chosen
+            }
+            best = max(gains, key=lambda column: gains[column])
+            if gains[best][0] == 0:
+                break
+            chosen.append(best)
+            uncovered = {row for row in uncovered if best not in top[row]}
+        if not chosen:
+            chosen = [int(order[0, 0])]
+        # shapes outside every chosen kernel's top-k: the best chosen kernel still serves them;
+        # improve the set by swapping in kernels that lower the total cost, while room remains
+        chosen = self._fill(estimate, chosen)
+        choice = {
+            shape: int(min(range(len(chosen)), key=lambda i: (estimate[row, chosen[i]], i)))
+            for row, shape in enumerate(self.shapes)
+        }
+        used = sorted({chosen[i] for i in choice.values()})
+        remap = {column: index for index, column in enumerate(used)}
+        return used, {shape: remap[chosen[i]] for shape, i in choice.items()}
+
+    def _fill(self, estimate: np.ndarray, chosen: list[int]) -> list[int]:
+        """Add kernels (up to the cap) that most lower the geomean of the per-shape best."""
+        chosen = list(chosen)
+        logs = np.log(np.where(np.isfinite(estimate), estimate, 1e9))
+        while len(chosen) < self.settings.max_kernels:
+            current = logs[:, chosen].min(axis=1).sum()
+            gains = [
+                (current - np.minimum(logs[:, chosen].min(axis=1), logs[:, c]).sum(), -c)
+                for c in range(len(self.candidates))
+                if c not in chosen
+            ]
+            if not gains:
+                break
+            best_gain, negative = max(gains)
+            if best_gain <= 1e-3 * len(self.shapes):  # < 0.1% geomean improvement
+                break
+            chosen.append(-negative)
+        return chosen
+
+    # -- verifying ---------------------------------------------------------------------------
+    def verification_pairs(
+        self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int], limit: int
+    ) -> list[tuple[Candidate, Shape]]:
+        """Unmeasured pairs worth a measurement, most useful first, at most ``limit``."""
+        wanted: list[tuple[int, Shape]] = []
+        # 1. each shape's choice, spread coarse-to-fine over the range
+        for shape in _coarse_to_fine(self.shapes):
+            wanted.append((kernels[choice[shape]], shape))
+        # 2. close contenders among the chosen kernels, and the model's favourite overall
+        for shape in _coarse_to_fine(self.shapes):
+            row = self.shape_index[shape]
+            best = estimate[row, kernels[choice[shape]]]
+            for column in kernels:
+                if column != kernels[choice[shape]] and estimate[row, column] <= best * (
+                    1 + self.settings.contender_margin
+                ):
+                    wanted.append((column, shape))
+            favourite = int(np.argmin(estimate[row]))
+            if estimate[row, favourite] < best * (1 - self.settings.contender_margin):
+                wanted.append((favourite, shape))
+        pairs: list[tuple[Candidate, Shape]] = []
+        seen: set[tuple[int, Shape]] = set()
+        for column, shape in wanted:
+            if (column, shape) in seen or (self.keys[column], shape) in self.measured:
+                continue
+            seen.add((column, shape))
+            pairs.append((self.candidates[column], shape))
+            if len(pairs) >= limit:
+                break
+        return pairs
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> SearchResult:
+        start = time.perf_counter()
+        settings = self.settings
+        first = self._cherry_picks()
+        print(
+            f"dcmlir: search {self.workload.kind} key={self.workload.key}: "
+            f"{len(self.candidates)} candidates, {len(self.shapes)} shapes, "
+            f"budget {settings.budget} measurements",
+            file=self.stream,
+        )
+        self._measure(first)
+        rounds = 0
+        history: list[dict[str, float]] = []
+        progress = Progress(settings.budget, "search", self.stream)
+        while True:
+            progress.set(self.used)
+            estimate, predicted = self.estimate()
+            kernels, choice = self.select(estimate)
+            history.append(
+                {
+                    "round": rounds,
+                    "measurements": self.used,
+                    "kernels": len(kernels),
+                    "estimated_geomean_us": _geomean(
+                        [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
+                    )
+                    * 1e6,
+                }
+            )
+            remaining = settings.budget - self.used
+            if remaining <= 0:
+                break
+            pairs = self.verification_pairs(
+                estimate, kernels, choice, min(remaining, settings.verify_batch)
+            )
+            if not pairs:
+                break
+            self._measure(pairs)
+            rounds += 1
+        progress.set(progress.total)
+        estimate, predicted = self.estimate()
+        kernels, choice = self.select(estimate)
+        return SearchResult(
+            workload=self.workload,
+            shapes=self.shapes,
+            candidates=self.candidates,
+            kernels=[self.candidates[c] for c in kernels],
+            choice=choice,
+            estimate=estimate,
+            predicted=predicted,
+            measured=dict(self.measured),
+            measurements=self.used,
+            measured_now=self.measured_now,
+            rounds=rounds,
+            seconds=time.perf_counter() - start,
+            history=history,
+        )
+
+    def _cherry_picks(self) -> list[tuple[Candidate, Shape]]:
+        """Each candidate on its cherry-picked shape; with a small budget, a spread subset."""
+        allowed = max(1, self.settings.budget // 2)
+        candidates = self.candidates
+        if len(candidates) > allowed:
+            default = [c for c in candidates if isinstance(c, DefaultCandidate)]
+            rest = [c for c in candidates if not isinstance(c, DefaultCandidate)]
+            step = len(rest) / max(allowed - len(default), 1)
+            candidates = default + [rest[int(i * step)] for i in range(allowed - len(default))]
+        return [(c, tuple(self._cherry_pick(self.workload, c, self.shapes))) for c in candidates]
+
+
+def _cover_gain(
+    estimate: np.ndarray, top: list[set[int]], uncovered: set[int], column: int
+) -> tuple[int, float, int]:
+    """(shapes newly covered, -their log cost, -column): more cover, then cheaper, then first."""
+    covered = [row for row in uncovered if column in top[row]]
+    cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
+    return (len(covered), -cost, -column)
+
+
+def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
+    """Ends first, then midpoints of ever smaller intervals (a van der Corput order)."""
+    count = len(shapes)
+    if count <= 2:
+        return list(shapes)
+    order = [0, count - 1]
+    seen = set(order)
+    step = count - 1
+    while len(order) < count and step > 1:
+        half = step / 2
+        position = half
+        while position < count - 1:
+            index = round(position)
+            if index not in seen:
+                seen.add(index)
+                order.append(index)
+            position += step
+        step = half
+    order += [i for i in range(count) if i not in seen]
+    return [shapes[i] for i in order]
+
+
+def _geomean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    if not finite or len(finite) != len(values):
+        return math.inf
+    return math.exp(sum(math.log(v) for v in finite) / len(finite))

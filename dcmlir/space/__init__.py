@@ -1,0 +1,2 @@
+"""The micro-kernel space: candidates derived from a target's limits only.
+"""
