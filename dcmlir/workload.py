@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dcmlir.ir.mlir import ir, linalg, source_loc
+from dcmlir.shapes import Shape
 
 RANGES_ATTR = "dcmlir.dim_ranges"
 """Set by ``dcmlir-annotate-ranges`` on each dynamic op: ``{d0 = array<i64: lo, hi>}``."""
@@ -98,6 +99,16 @@ class Workload:
     @property
     def dynamic_dims(self) -> tuple[LoopDim, ...]:
         return tuple(d for d in self.dims if d.dynamic)
+
+    def shape_dims(self, shape: Shape) -> dict[int, int]:
+        """``(17,)`` -> ``{0: 17}``: a shape's values by the dynamic loop they belong to."""
+        loops = [d.index for d in self.dynamic_dims]
+        if len(shape) != len(loops):
+            raise ValueError(
+                f"shape {shape} gives {len(shape)} values for {len(loops)} dynamic dims "
+                f"(loops {', '.join(f'd{i}' for i in loops)})"
+            )
+        return dict(zip(loops, shape, strict=True))
 
     def dims_of(self, role: str) -> tuple[LoopDim, ...]:
         return tuple(d for d in self.dims if d.role == role)
@@ -352,24 +363,6 @@ def workloads(
             yield op, analyse(op, source_name)
         except NotAWorkload as reason:
             yield op, reason
-
-
-# --- ranges --------------------------------------------------------------------------------
-
-_RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
-
-
-def parse_range(text: str) -> tuple[int, int]:
-    """``LO:HI`` (inclusive) with 0 <= LO <= HI; a clear ValueError otherwise."""
-    match = _RANGE.match(text)
-    if not match:
-        raise ValueError(f"range '{text}' is not LO:HI with integers, e.g. 1:128")
-    lo, hi = int(match.group(1)), int(match.group(2))
-    if lo < 0:
-        raise ValueError(f"range '{text}' has a negative bound; dimensions are >= 0")
-    if lo > hi:
-        raise ValueError(f"range '{text}' is reversed; write {hi}:{lo}")
-    return lo, hi
 
 
 @dataclass(frozen=True)

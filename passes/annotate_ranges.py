@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from dcmlir.ir.mlir import ir, linalg
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
+from dcmlir.shapes import parse_range
 from dcmlir.workload import (
     ArgDim,
     DimOrigin,
     dynamic_linalg_ops,
     loop_extents,
     parse_arg_dim,
-    parse_range,
     read_ranges,
     trace_dim,
     write_ranges,

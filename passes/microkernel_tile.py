@@ -16,7 +16,7 @@ from dcmlir.codegen.schedule import (
     LoopTiling,
     MicroKernel,
     ScheduleError,
-    Target,
+    TiledOp,
     apply_schedule,
     build_schedule,
     loop_tiling,
@@ -83,14 +83,14 @@ class MicrokernelTilePass(ModulePass):
 
     def _targets(
         self, ctx: PassContext, module: ir.Operation
-    ) -> tuple[list[ir.Operation], list[Target], set[int]]:
+    ) -> tuple[list[ir.Operation], list[TiledOp], set[int]]:
         """The contractions to tile, with remarks for the dynamic ops left alone.
 
         Also the tags of the targets whose parallel loops fit in one tile (see
         :func:`_single_parallel_tile`).
         """
         ops: list[ir.Operation] = []
-        targets: list[Target] = []
+        targets: list[TiledOp] = []
         single_tiles: set[int] = set()
         for op, found in workloads(module, ctx.diagnostics.source_name):
             if isinstance(found, NotAWorkload):
@@ -105,7 +105,7 @@ class MicrokernelTilePass(ModulePass):
                 continue
             if _single_parallel_tile(found, tiling):
                 single_tiles.add(len(targets))
-            targets.append(Target(len(targets), tiling, found.element_types))
+            targets.append(TiledOp(len(targets), tiling, found.element_types))
             ops.append(op)
             ctx.remark(op, f"micro-kernel {tiling.describe()}")
         return ops, targets, single_tiles

@@ -12,7 +12,7 @@ from dcmlir.codegen.schedule import (
     TARGET_ATTR,
     LoopTiling,
     MicroKernel,
-    Target,
+    TiledOp,
     build_schedule,
     loop_tiling,
 )
@@ -189,7 +189,7 @@ def test_only_the_innermost_loop_of_a_role_gets_its_size() -> None:
 # --- the transform script --------------------------------------------------------------------
 
 
-def schedule_text(targets: list[Target]) -> str:
+def schedule_text(targets: list[TiledOp]) -> str:
     with ir.Context(), ir.Location.unknown():
         schedule = build_schedule(targets)
         assert schedule.operation.verify()
@@ -198,7 +198,7 @@ def schedule_text(targets: list[Target]) -> str:
 
 def test_schedule_tiles_forall_then_for_then_pads() -> None:
     text = schedule_text(
-        [Target(0, LoopTiling((1, 8, 16, 8), ("b", "m", "n", "k")), ("f16",) * 2 + ("f32",))]
+        [TiledOp(0, LoopTiling((1, 8, 16, 8), ("b", "m", "n", "k")), ("f16",) * 2 + ("f32",))]
     )
     assert "module attributes {transform.with_named_sequence}" in text
     assert (
@@ -227,7 +227,7 @@ def test_schedule_tiles_forall_then_for_then_pads() -> None:
 def test_schedule_matches_each_target_and_cleans_up_once() -> None:
     tiling = LoopTiling((8, 16, 8), ("m", "n", "k"))
     text = schedule_text(
-        [Target(0, tiling, ("f32",) * 3), Target(1, tiling, ("bf16",) * 2 + ("f32",))]
+        [TiledOp(0, tiling, ("f32",) * 3), TiledOp(1, tiling, ("bf16",) * 2 + ("f32",))]
     )
     assert f"{{{TARGET_ATTR} = 0 : i64}}" in text and f"{{{TARGET_ATTR} = 1 : i64}}" in text
     assert text.count("tile_using_forall") == 2

@@ -6,12 +6,12 @@ import pytest
 from conftest import DENSE, SCORES, TRANSPOSED
 
 from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.shapes import parse_range
 from dcmlir.workload import (
     ArgDim,
     NotAWorkload,
     Workload,
     parse_arg_dim,
-    parse_range,
     trace_dim,
     workloads,
 )

@@ -40,9 +40,9 @@ from dcmlir.measure.timing import (
 )
 from dcmlir.passes.annotate_ranges import AnnotateRangesPass
 from dcmlir.passes.list_workloads import build_report
+from dcmlir.shapes import parse_range
 from dcmlir.workload import (
     Workload,
-    parse_range,
     workloads,
 )
 

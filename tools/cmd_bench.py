@@ -16,8 +16,7 @@ from dcmlir.bench.run import (
 )
 from dcmlir.measure.loop import NoDevice
 from dcmlir.records.database import DatabaseError
-
-Shape = tuple[int, ...]
+from dcmlir.shapes import Shape
 
 BASELINE_HELP = "; ".join(f"{name}: {text}" for name, text in BASELINES.items())
 

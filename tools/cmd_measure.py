@@ -11,10 +11,11 @@ import math
 from typing import IO
 
 from dcmlir.build.routes import route_named
-from dcmlir.measure.loop import TD_ON_CUDA, Measurer, MeasureReport, Shape
+from dcmlir.measure.loop import TD_ON_CUDA, Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records.database import DatabaseError, RecordDatabase
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.workload import Workload

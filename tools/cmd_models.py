@@ -20,7 +20,7 @@ from dcmlir.models.bert import (
     generate_encoder,
     save_model,
 )
-from dcmlir.workload import parse_range
+from dcmlir.shapes import parse_range
 
 
 def _positive(text: str) -> int:

@@ -26,10 +26,10 @@ from dcmlir.codegen.kernel import KernelVariant, kernel_function_text, kernel_mo
 from dcmlir.dispatch.plan import PlannedDim
 from dcmlir.dispatch.tree import DecisionTree, Leaf, Node
 from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import Candidate
 from dcmlir.workload import Workload, workloads
 
-Shape = tuple[int, ...]  # the dynamic loops' values, in loop order
 Box = tuple[tuple[int, int], ...]  # an inclusive range per dynamic loop
 
 SPECIALIZATION_ATTR = "iree_codegen.specialization_ranges"
@@ -41,7 +41,7 @@ def shape_label(shape: Shape) -> str:
 
 def static_workload(workload: Workload, shape: Shape) -> Workload:
     """The same workload with its dynamic loops fixed to ``shape`` (loop order)."""
-    values = dict(zip((d.index for d in workload.dynamic_dims), shape, strict=True))
+    values = workload.shape_dims(shape)
     dims = tuple(
         dataclasses.replace(d, extent=values[d.index], range=None) if d.dynamic else d
         for d in workload.dims

@@ -50,16 +50,15 @@ from dcmlir.dispatch.plan import Plan, PlanError, WorkloadPlan
 from dcmlir.ir.inputs import read_module_source
 from dcmlir.ir.iree import cuda_device_available, versions
 from dcmlir.measure.host import device_threads
-from dcmlir.measure.loop import Measurer, MeasureReport, NoDevice, shape_dims
+from dcmlir.measure.loop import Measurer, MeasureReport, NoDevice
 from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings, Timing
 from dcmlir.progress import Progress
 from dcmlir.records.database import RecordDatabase
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import Candidate, candidate_from_key, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
-
-Shape = tuple[int, ...]
 
 BASELINES: dict[str, str] = {
     "dcmlir": "the dcmlir-dispatched module (the plan's scf.if cascade over tuned kernels)",
@@ -333,7 +332,7 @@ def bench(
     given = [s * ranks if len(s) == 1 else tuple(s) for s in shapes or ()]
     shape_list = list(dict.fromkeys(given)) or default_shapes(workload, planned)
     for shape in shape_list:
-        shape_dims(workload, shape)  # a ValueError names a shape of the wrong rank
+        workload.shape_dims(shape)  # a ValueError names a shape of the wrong rank
     start = time.perf_counter()
     with scratch_directory("bench") as workdir:
         builder = _Builder(Path(workdir), target, source, stream)
@@ -489,7 +488,7 @@ def _prepare_dcmlir(ctx: _Context) -> _Prepared:
         return _Prepared(unavailable=str(err).splitlines()[0])
     prepared = _everywhere(ctx, "dcmlir", ctx.build.save("dcmlir", compiled.vmfb))
     for shape in ctx.shapes:
-        chosen = ctx.planned.select(shape_dims(ctx.workload, shape))
+        chosen = ctx.planned.select(ctx.workload.shape_dims(shape))
         prepared.kernels[shape] = chosen.candidate_key if chosen else "IREE default (out of range)"
     return prepared
 
@@ -602,7 +601,7 @@ def _time(
                 for b, p in prepared.items()
                 if p.unavailable is None and shape in p.variants
             ]
-            problem = ShapeProblem.of(workload, shape_dims(workload, shape))
+            problem = ShapeProblem.of(workload, workload.shape_dims(shape))
             result = runner.measure_shape(variants, problem, baseline=BASELINE)
             reference = result.timings.get(BASELINE)
             rows[shape] = {

@@ -113,7 +113,7 @@ def loop_tiling(workload: Workload, kernel: MicroKernel) -> LoopTiling:
 
 
 @dataclass(frozen=True)
-class Target:
+class TiledOp:
     """One op the schedule tiles: its tag value, its tiling, its operands' element types."""
 
     tag: int
@@ -183,7 +183,7 @@ def cleanup(funcs: ir.Value) -> None:
     transform.ApplyCommonSubexpressionEliminationOp(funcs)
 
 
-def micro_kernel(root: ir.Value, target: Target) -> ir.Value:
+def micro_kernel(root: ir.Value, target: TiledOp) -> ir.Value:
     """Tile one target into padded static micro-kernels; returns its enclosing func."""
     op = match_target(root, target.tag)
     tiled = tile_parallel(op, target.tiling.parallel_sizes)
@@ -195,7 +195,7 @@ def micro_kernel(root: ir.Value, target: Target) -> ir.Value:
 # --- the script ----------------------------------------------------------------------------
 
 
-def build_schedule(targets: Sequence[Target]) -> ir.Module:
+def build_schedule(targets: Sequence[TiledOp]) -> ir.Module:
     """A ``transform.with_named_sequence`` module whose ``@__transform_main`` tiles ``targets``.
 
     Needs an active ``ir.Context`` and ``ir.Location`` (the payload's context,

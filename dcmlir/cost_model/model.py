@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dcmlir.records.database import Record
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import (
     Candidate,
     CpuCandidate,
@@ -64,7 +65,6 @@ __all__ = [
     "work",
 ]
 
-Shape = tuple[int, ...]
 """The dynamic loops' values in loop order, as :attr:`Record.shape`."""
 
 FORMAT = 1

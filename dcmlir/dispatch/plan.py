@@ -19,6 +19,7 @@ from typing import Any
 from dcmlir.dispatch.tree import DecisionTree, TreeReport, decode_float, encode_float, fit_tree
 from dcmlir.ir.iree import versions
 from dcmlir.records.database import ROUTES
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import Candidate, candidate_from_json
 from dcmlir.target import Target, target_from_json
 from dcmlir.workload import DimSource, Workload
@@ -46,7 +47,6 @@ the module as given (``input``), or the module after ``iree-compile
 --compile-to=global-optimization`` (the forms codegen sees: folded transposes, fused
 epilogues), compiled on with ``--compile-from=global-optimization``."""
 
-Shape = tuple[int, ...]
 """Values of a workload's dynamic loops, in loop order."""
 
 

@@ -45,12 +45,12 @@ from dcmlir.records.database import RecordDatabase
 from dcmlir.search.model_graph import (
     PROBE_FRACTIONS,
     ModelGraph,
-    Shape,
     graph_path_for,
     probe_shapes,
     run_shapes,
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import Workload

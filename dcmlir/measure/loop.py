@@ -27,11 +27,10 @@ from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
 from dcmlir.progress import Progress
 from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import Candidate, DefaultCandidate
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
-
-Shape = tuple[int, ...]  # the dynamic loops' values, in loop order
 
 BASELINE_MIN_GROUP = 4
 """Candidates a shape needs before IREE's default is timed beside them as a drift baseline."""
@@ -40,17 +39,6 @@ TD_ON_CUDA = (
     "the transform-dialect route (--route td) builds llvm-cpu only; on cuda use --route config "
     "(IREE's TileAndFuse pipeline; docs/routes.md says why)"
 )
-
-
-def shape_dims(workload: Workload, shape: Shape) -> dict[int, int]:
-    """``(17,)`` -> ``{0: 17}`` for the workload's dynamic loops."""
-    loops = [d.index for d in workload.dynamic_dims]
-    if len(shape) != len(loops):
-        raise ValueError(
-            f"shape {shape} gives {len(shape)} values for {len(loops)} dynamic dims "
-            f"(loops {', '.join(f'd{i}' for i in loops)})"
-        )
-    return dict(zip(loops, shape, strict=True))
 
 
 class NoDevice(RuntimeError):
@@ -258,7 +246,7 @@ class Measurer:
         measures, failed_builds = self._index()
         todo: dict[Shape, dict[str, Candidate]] = {}
         for candidate, shape in pairs:
-            shape_dims(self.workload, shape)  # validates the arity early
+            self.workload.shape_dims(shape)  # validates the arity early
             known = measures.get((candidate.key(), shape)) or failed_builds.get(candidate.key())
             if known is not None:
                 report.records[(candidate.key(), shape)] = known
@@ -362,7 +350,7 @@ class Measurer:
         the search verifies its choices one shape at a time, and a baseline
         there would cost more than the measurement it watches.
         """
-        dims = shape_dims(self.workload, shape)
+        dims = self.workload.shape_dims(shape)
         baseline = DefaultCandidate().key()
         members = {c.key(): c for c in group}
         if built[baseline].ok and len(members) >= BASELINE_MIN_GROUP:

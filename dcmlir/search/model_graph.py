@@ -28,9 +28,8 @@ import networkx as nx
 
 from dcmlir.codegen.kernel import unmeasurable
 from dcmlir.ir.mlir import ir
+from dcmlir.shapes import Shape
 from dcmlir.workload import NotAWorkload, Workload, dynamic_linalg_ops, workloads
-
-Shape = tuple[int, ...]
 
 FLOOR_SHARE = 0.25
 """Each workload gets at least this fraction of an even split of the budget: a workload
@@ -80,7 +79,7 @@ def probe_shapes(workload: Workload) -> list[Shape]:
 
 def work(workload: Workload, shape: Shape) -> float:
     """FLOPs of the op on one dynamic shape (a multiply and an add per point)."""
-    values = dict(zip((d.index for d in workload.dynamic_dims), shape, strict=True))
+    values = workload.shape_dims(shape)
     return 2.0 * math.prod(workload.concrete(values))
 
 

@@ -33,10 +33,11 @@ from typing import IO, Protocol
 import numpy as np
 
 from dcmlir.cost_model.model import pad
-from dcmlir.measure.loop import Measurer, Shape
+from dcmlir.measure.loop import Measurer
 from dcmlir.measure.timing import MismatchError
 from dcmlir.progress import Progress
 from dcmlir.records.database import Record
+from dcmlir.shapes import Shape
 from dcmlir.space.candidates import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
 
