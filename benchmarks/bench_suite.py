@@ -39,7 +39,7 @@ from typing import Any
 from bert_workloads import workloads as bert_workloads
 
 import dcmlir
-from dcmlir.bench.run import (
+from dcmlir.bench import (
     BASELINES,
     BenchResult,
     BenchSettings,
@@ -49,14 +49,14 @@ from dcmlir.bench.run import (
     markdown,
     write_outputs,
 )
-from dcmlir.dispatch.plan import Plan
-from dcmlir.driver.tuner import load_workloads
+from dcmlir.dispatch import Plan
+from dcmlir.driver import load_workloads
 from dcmlir.ir.iree import compiler_version
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.records.database import RecordDatabase
-from dcmlir.space.candidates import space_for
+from dcmlir.records import RecordDatabase
+from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,18 +32,19 @@ and exits 0.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import math
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from bert_workloads import workloads as bert_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,44 +65,6 @@ LABELS = {
 def geomean(values: list[float]) -> float:
     good = [v for v in values if math.isfinite(v) and v > 0]
     return math.exp(sum(math.log(v) for v in good) / len(good)) if good else math.nan
-
-
-# --- torch as a measured variant --------------------------------------------------------------
-
-
-@dataclass
-class TorchVariant:
-    """``torch.matmul`` on CUDA tensors (cuBLAS), ``repeat`` launches per timed call."""
-
-    name: str
-    tf32: bool
-    repeat: int = 1
-
-    def _precision(self) -> None:
-        import torch
-
-        torch.set_float32_matmul_precision("high" if self.tf32 else "highest")
-
-    def prepare(self, inputs: list[np.ndarray]) -> Any:
-        import torch
-
-        a, b = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in inputs)
-        out = torch.matmul(a, b)
-        torch.cuda.synchronize()
-        return a, b, out
-
-    def run(self, prepared: Any) -> Any:
-        import torch
-
-        self._precision()
-        a, b, out = prepared
-        for _ in range(self.repeat):
-            torch.matmul(a, b, out=out)
-        torch.cuda.synchronize()
-        return out
-
-    def outputs(self, result: Any) -> list[np.ndarray]:
-        return [result.cpu().numpy()]
 
 
 # --- one workload ------------------------------------------------------------------------------
@@ -152,32 +115,32 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
 
 def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Namespace) -> dict:
     """Every variant at every T, interleaved per T; medians per call (device: per op)."""
-    from dcmlir.codegen.kernel import input_shapes, reference
-    from dcmlir.ir.iree import load_function
-    from dcmlir.measure.timing import IreeVariant, MeasureSettings, measure_shapes
+    from cuda_torch import TorchMatmul
 
-    variants: list[Any] = []
-    for key in ("dcmlir", "iree_default"):
-        variants.append(IreeVariant(key, load_function(modules[key], "main", "cuda")))
-        variants.append(IreeVariant(f"{key}@R", load_function(modules[f"{key}@R"], "main", "cuda")))
+    from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
+    from dcmlir.measure.timing import MeasureSettings
+    from dcmlir.measure.variants import HostModel, ModuleFunction, Variant
+
+    scratch = Path(tempfile.mkdtemp(prefix="vmfb-", dir=args.work))
+    variants: list[Variant] = []
+    for key in ("dcmlir", "iree_default", "dcmlir@R", "iree_default@R"):
+        path = scratch / f"{key}.vmfb"
+        path.write_bytes(modules[key])
+        variants.append(ModuleFunction(key, str(path), "main"))
     for key, tf32 in (("torch_fp32", False), ("torch_tf32", True)):
-        variants.append(TorchVariant(key, tf32))
-        variants.append(TorchVariant(f"{key}@R", tf32, args.repeat))
+        variants.append(HostModel(key, functools.partial(TorchMatmul, tf32)))
+        variants.append(HostModel(f"{key}@R", functools.partial(TorchMatmul, tf32, args.repeat)))
     loops = [d.index for d in workload.dynamic_dims]
-
-    def shapes_of(t: int) -> list[tuple[int, ...]]:
-        return input_shapes(workload, dict.fromkeys(loops, t))
-
+    problems = {
+        t: ShapeProblem.of(workload, dict.fromkeys(loops, t))
+        for t in sorted(args.side_t, reverse=True)
+    }
     settings = MeasureSettings(
         min_time=args.min_time, rounds=args.rounds, input_sets=3, warmup=args.min_time, rtol=RTOL
     )
-    results = measure_shapes(
-        variants,
-        sorted(args.side_t, reverse=True),
-        shapes_of,
-        settings=settings,
-        reference=lambda inputs: reference(workload, inputs),
-    )
+    with Runner(RunnerSettings(settings, driver="cuda", timeout=300.0)) as runner:
+        results = runner.measure_shapes(variants, problems)
+    shutil.rmtree(scratch, ignore_errors=True)
     rows = []
     for t in sorted(results):
         comparison = results[t]
@@ -376,7 +339,7 @@ def markdown(results: list[dict], env: dict, plot_name: str | None, missing: lis
 
 
 def _kernel_at(result: dict, t: int) -> str:
-    from dcmlir.dispatch.plan import Plan
+    from dcmlir.dispatch import Plan
 
     plan = Plan.from_json(result["plan"])
     (workload,) = plan.workloads

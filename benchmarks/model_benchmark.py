@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 
 import dcmlir
-from dcmlir.bench.model import ModelRun, run_model
-from dcmlir.driver.tuner import compile_default
+from dcmlir.bench.model_compare import ModelRun, run_model
+from dcmlir.driver import compile_default
 from dcmlir.ir.iree import compiler_version
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.models.bert import BERT_BASE, generate_encoder, save_model
+from dcmlir.models import BERT_BASE, generate_encoder, save_model
 from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,8 +29,8 @@ from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.records.database import RecordDatabase
-from dcmlir.space.candidates import DefaultCandidate, space_for
+from dcmlir.records import RecordDatabase
+from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload, workloads
 

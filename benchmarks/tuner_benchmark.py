@@ -36,10 +36,11 @@ from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import KernelVariant, input_shapes, kernel_module_text
 from dcmlir.ir.iree import compiler_version
 from dcmlir.measure.loop import Measurer
-from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.records.database import RecordDatabase
-from dcmlir.space.candidates import space_for
+from dcmlir.measure.variants import ModuleFunction
+from dcmlir.records import RecordDatabase
+from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload
 
@@ -159,12 +160,14 @@ def run_workload(name: str, text: str, args: argparse.Namespace, target: CpuTarg
             shape = shape_of(workload, t)
             dims = dict(zip([d.index for d in workload.dynamic_dims], shape, strict=True))
             variants = [
-                RunVariant("default", str(paths["default"]), "main"),
-                RunVariant("dcmlir", str(paths["dcmlir"]), "main"),
+                ModuleFunction("default", str(paths["default"]), "main"),
+                ModuleFunction("dcmlir", str(paths["dcmlir"]), "main"),
             ]
             if t in oracle_best:
                 variants.append(
-                    RunVariant("oracle", str(paths["oracle"]), f"o{picks.index(oracle_best[t])}")
+                    ModuleFunction(
+                        "oracle", str(paths["oracle"]), f"o{picks.index(oracle_best[t])}"
+                    )
                 )
             problem = ShapeProblem(
                 tuple(input_shapes(workload, dims)), ("float32", "float32"), workload.einsum()

@@ -1,4 +1,4 @@
-"""The shape vocabulary: one ``Shape`` and the range grammar every command shares.
+"""The shape vocabulary: one ``Shape``, and the range and shape-list grammars every command shares.
 
 A :data:`Shape` is the values of a workload's dynamic loops, in loop order
 (``(17,)`` for a ``?x768 @ 768x768`` matmul at T=17); the workload maps it to
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Shape", "parse_range"]
+__all__ = ["SHAPES_GRAMMAR", "Shape", "parse_range", "parse_shapes"]
 
 Shape = tuple[int, ...]
 """The dynamic loops' values, in loop order."""
@@ -32,3 +32,77 @@ def parse_range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
+# --- shape lists ---------------------------------------------------------------------------
+
+SHAPES_GRAMMAR = "comma-separated N, LO:HI or LO:HI:STEP (docs/cli.md, 'Shapes')"
+"""The grammar in one line, for option help texts (commands over several dims add NxM)."""
+
+_INTEGER = re.compile(r"^-?[0-9]+$")
+
+
+def _positive(token: str, item: str, dynamic_dims: int | None) -> int:
+    """One value of ``item``: a positive integer, else a ValueError naming both."""
+    token = token.strip()
+    if not _INTEGER.match(token):
+        raise ValueError(_not_an_item(item, dynamic_dims))
+    value = int(token)
+    if value < 1:
+        where = "" if token == item else f" in '{item}'"
+        raise ValueError(f"'{token}'{where} is not a positive integer (sizes start at 1)")
+    return value
+
+
+def _not_an_item(item: str, dynamic_dims: int | None) -> str:
+    forms = "N, LO:HI or LO:HI:STEP" if dynamic_dims == 1 else "N, LO:HI, LO:HI:STEP or NxM"
+    return f"'{item}' is not {forms} with positive integers"
+
+
+def _values(item: str, dynamic_dims: int | None) -> list[int]:
+    """``N`` -> [N]; ``LO:HI`` -> LO..HI; ``LO:HI:STEP`` -> LO, LO+STEP, ... <= HI."""
+    parts = item.split(":")
+    if len(parts) > 3:
+        raise ValueError(_not_an_item(item, dynamic_dims))
+    numbers = [_positive(part, item, dynamic_dims) for part in parts]
+    if len(numbers) == 1:
+        return numbers
+    lo, hi, step = numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else 1
+    if lo > hi:
+        fix = ":".join([str(hi), str(lo), *([str(step)] if len(numbers) == 3 else [])])
+        raise ValueError(f"range '{item}' is reversed; write {fix}")
+    return list(range(lo, hi + 1, step))
+
+
+def parse_shapes(text: str, dynamic_dims: int | None = 1) -> list[Shape]:
+    """The shapes a ``--shapes`` value names, in the given order, duplicates dropped.
+
+    Comma-separated items, each ``N``, ``LO:HI`` (every value, inclusive),
+    ``LO:HI:STEP`` (``LO``, ``LO+STEP``, ... up to ``HI``) or ``NxM`` (one value per
+    dynamic dim: as many values as ``dynamic_dims``); values are positive integers. ``N``
+    and ranges set every dynamic dim to the value (``17`` is ``(17, 17)`` for two dims).
+    ``dynamic_dims=None``: not known yet, ``N`` and ranges give one-value shapes and
+    ``NxM`` its values, for the caller to widen and check. A ValueError (one line,
+    naming the item) for anything else.
+    """
+    if dynamic_dims is not None and dynamic_dims < 1:
+        raise ValueError(f"a workload with {dynamic_dims} dynamic dims has no shapes to give")
+    if not text.strip():
+        raise ValueError("no shapes given (write e.g. 1,7,32:128:32)")
+    shapes: list[Shape] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            raise ValueError(f"'{text.strip()}' has an empty item (write e.g. 1,7,32:128:32)")
+        if "x" in item:
+            if ":" in item:
+                raise ValueError(_not_an_item(item, dynamic_dims))
+            values = tuple(_positive(part, item, dynamic_dims) for part in item.split("x"))
+            if dynamic_dims is not None and len(values) != dynamic_dims:
+                plural = "" if dynamic_dims == 1 else "s"
+                raise ValueError(
+                    f"'{item}' gives {len(values)} values, the workload has {dynamic_dims} "
+                    f"dynamic dim{plural}"
+                )
+            shapes.append(values)
+            continue
+        shapes += [(value,) * (dynamic_dims or 1) for value in _values(item, dynamic_dims)]
+    return list(dict.fromkeys(shapes))

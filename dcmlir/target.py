@@ -6,21 +6,20 @@ module) and which limits a micro-kernel must respect on it (vector width and
 registers on a CPU; warp size, threads, shared memory and registers per block
 on a GPU). Targets are frozen and JSON round-trip, because every tuning record
 stores the target it was measured on; :meth:`key` is the short form records
-and caches index by.
+and caches index by. What the host CPU is comes from :mod:`dcmlir.host_cpu`;
+reading the PTX a CUDA build holds is :mod:`dcmlir.ptx`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import os
-import platform
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
+
+from dcmlir.host_cpu import KIB, MIB, host_cpu, parse_size, vector_registers_of
 
 __all__ = [
     "CPU_BACKEND",
@@ -28,13 +27,8 @@ __all__ = [
     "KNOWN_GPUS",
     "CpuTarget",
     "CudaTarget",
-    "PtxEntry",
     "Target",
-    "host_cpu",
     "parse_overrides",
-    "parse_size",
-    "ptx_entries",
-    "ptx_modules",
     "target_from_json",
     "target_from_name",
 ]
@@ -42,21 +36,7 @@ __all__ = [
 CPU_BACKEND = "llvm-cpu"
 CUDA_BACKEND = "cuda"
 
-KIB = 1024
-MIB = 1024 * KIB
-
 # --- value parsing -------------------------------------------------------------------------
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": KIB, "m": MIB, "g": 1024 * MIB}
-
-
-def parse_size(text: str) -> int:
-    """``48K``, ``2M``, ``2048KiB`` or a plain byte count, as sysfs and users write sizes."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"'{text}' is not a size; write bytes or e.g. 48K, 2M")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 def parse_overrides(texts: Iterable[str]) -> dict[str, str]:
@@ -127,95 +107,6 @@ def _kib(size: int) -> str:
 
 
 # --- CPU -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostCpu:
-    """What was read from this machine; the defaults of :class:`CpuTarget`."""
-
-    model: str
-    vector_bits: int
-    threads: int
-    l1d_bytes: int
-    l2_bytes: int
-    l3_bytes: int
-
-
-# Used when /proc or /sys cannot be read (containers, other OSes): a common x86 server core.
-_FALLBACK_CACHES = {1: 32 * KIB, 2: 1 * MIB, 3: 8 * MIB}
-
-
-def _cpuinfo() -> tuple[str, set[str]]:
-    """The model name and feature flags of the first CPU in /proc/cpuinfo."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return platform.processor() or platform.machine(), set()
-    model = ""
-    flags: set[str] = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-    return model or platform.machine(), flags
-
-
-def vector_bits_of(flags: set[str]) -> int:
-    """The widest f32 vector the ISA has: AVX-512 512, AVX2 256, else 128 (SSE, NEON)."""
-    if "avx512f" in flags:
-        return 512
-    if "avx2" in flags:
-        return 256
-    return 128
-
-
-def vector_registers_of(vector_bits: int, machine: str | None = None) -> int:
-    """Architectural vector registers: 32 on AVX-512 and on AArch64, 16 on SSE/AVX2."""
-    machine = machine if machine is not None else platform.machine()
-    if vector_bits >= 512 or machine.lower() in ("aarch64", "arm64"):
-        return 32
-    return 16
-
-
-def _cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[int, int]:
-    """``{level: bytes}`` of the data/unified caches of cpu0, fallbacks where unreadable."""
-    sizes = dict(_FALLBACK_CACHES)
-    for index in sorted(root.glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            level = int((index / "level").read_text())
-            size = parse_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind in ("Data", "Unified"):
-            sizes[level] = size
-    return sizes
-
-
-def _threads() -> int:
-    """CPUs this process may run on (affinity, e.g. under taskset or a cgroup)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-@functools.cache
-def host_cpu() -> HostCpu:
-    """Read the host once per process: /proc/cpuinfo, sysfs caches, the affinity mask."""
-    model, flags = _cpuinfo()
-    caches = _cache_sizes()
-    return HostCpu(
-        model=model,
-        vector_bits=vector_bits_of(flags),
-        threads=_threads(),
-        l1d_bytes=caches[1],
-        l2_bytes=caches[2],
-        l3_bytes=caches[3],
-    )
 
 
 @dataclass(frozen=True)
@@ -485,61 +376,6 @@ class CudaTarget:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CudaTarget:
         return _from_json(cls, obj, CUDA_BACKEND)
-
-
-# --- what a CUDA build holds ----------------------------------------------------------------
-
-_PTX_BANNER = b"//\n// Generated by LLVM NVPTX Back-End"
-_PTX_ENTRY = re.compile(
-    r"\.entry\s+([\w$.]+)\s*\((.*?)\)\s*(?:\.maxntid\s+(\d+),\s*(\d+),\s*(\d+))?", re.S
-)
-
-
-def ptx_modules(vmfb: bytes) -> list[str]:
-    """The PTX texts a compiled CUDA module embeds, in file order; [] for other targets.
-
-    IREE stores each CUDA executable's PTX as a flatbuffer string (a
-    little-endian uint32 length, the text, a NUL), so a compile-only build can
-    be checked without a GPU: ``.target sm_90``, the entry points, their
-    ``.maxntid`` (the workgroup size) and their code.
-    """
-    found = []
-    start = vmfb.find(_PTX_BANNER)
-    while start >= 4:
-        length = int.from_bytes(vmfb[start - 4 : start], "little")
-        end = start + length
-        if end >= len(vmfb) or vmfb[end] != 0:  # not a length prefix: read to the NUL
-            end = vmfb.find(b"\0", start)
-            end = len(vmfb) if end < 0 else end
-        found.append(vmfb[start:end].decode("utf-8", errors="replace"))
-        start = vmfb.find(_PTX_BANNER, end)
-    return found
-
-
-@dataclass(frozen=True)
-class PtxEntry:
-    """One kernel of a PTX module: its name, ``.maxntid`` (None if absent) and its text."""
-
-    name: str
-    maxntid: tuple[int, int, int] | None
-    text: str
-
-    @property
-    def uses_shared_memory(self) -> bool:
-        """Whether the kernel loads or stores shared memory (operand promotion does)."""
-        return "ld.shared" in self.text or "st.shared" in self.text
-
-
-def ptx_entries(ptx: str) -> list[PtxEntry]:
-    """The kernels of one PTX text, each with the code up to the next kernel."""
-    matches = list(_PTX_ENTRY.finditer(ptx))
-    entries = []
-    for index, match in enumerate(matches):
-        end = matches[index + 1].start() if index + 1 < len(matches) else len(ptx)
-        x, y, z = match.group(3, 4, 5)
-        maxntid = (int(x), int(y), int(z)) if x is not None else None
-        entries.append(PtxEntry(match.group(1), maxntid, ptx[match.start() : end]))
-    return entries
 
 
 Target = CpuTarget | CudaTarget

@@ -16,19 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dcmlir.dim_tracing import ArgDim, DimOrigin, parse_arg_dim, trace_dim
 from dcmlir.ir.mlir import ir, linalg
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.shapes import parse_range
-from dcmlir.workload import (
-    ArgDim,
-    DimOrigin,
-    dynamic_linalg_ops,
-    loop_extents,
-    parse_arg_dim,
-    read_ranges,
-    trace_dim,
-    write_ranges,
-)
+from dcmlir.workload import dynamic_linalg_ops, loop_extents, read_ranges, write_ranges
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """``dcmlir-emit-dispatch``: replace each planned dynamic op by its tuned kernels' dispatcher.
 
 Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
-(DESIGN.md section 1, item 5): the dynamic loop extents are read with
-``tensor.dim``; a shape outside the tuned range runs the op as it was, for
-IREE's default lowering (which also handles 0 and anything above the range);
+(docs/design.md, section 8 (plans, the decision tree and the dispatch shape)): the
+dynamic loop extents are read with ``tensor.dim``; a shape outside the tuned range
+runs the op as it was, for IREE's default lowering (which also handles 0 and
+anything above the range);
 inside it, the plan's decision tree, evaluated as ``arith.cmpi``/``arith.select``
 on the extents, gives the position of the chosen kernel among the distinct
 kernels the tree uses, and a balanced ``scf.if`` search over those positions runs
@@ -12,7 +13,7 @@ distinct kernel, not per leaf, and a nesting depth of log2(kernels): IREE 3.13
 miscompiled the leaf-per-branch form at 8 nested levels around ops that share
 an input (a null buffer in a dispatch at run time, see docs/model_tuning.md).
 IREE compiles one executable per distinct config and a host-side branch cascade
-(DESIGN.md section 3), so the dispatch itself costs nothing measurable.
+(docs/design.md, section 8), so the dispatch itself costs nothing measurable.
 
 Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
@@ -32,8 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dcmlir.dispatch.plan import Plan, PlanError, WorkloadPlan
-from dcmlir.dispatch.tree import Leaf, Node
+from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.workload import NotAWorkload, Workload, workloads

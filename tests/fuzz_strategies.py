@@ -31,14 +31,14 @@ from dcmlir.build.compiler import BuildCache, build
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.codegen.kernel import input_shapes, kernel_module_text, reference
 from dcmlir.codegen.schedule import TARGET_ATTR
-from dcmlir.dispatch.plan import Plan, WorkloadPlan
+from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function, load_functions
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.ir.pass_base import PassContext
 from dcmlir.passes.emit_dispatch import COMPILATION_INFO, FALLBACK, KERNEL_ATTR, emit_dispatch
 from dcmlir.passes.microkernel_tile import MicrokernelTilePass
-from dcmlir.space.candidates import (
+from dcmlir.space import (
     Candidate,
     CpuCandidate,
     DefaultCandidate,

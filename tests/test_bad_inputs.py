@@ -13,11 +13,11 @@ import pytest
 from test_bench import SMALL_DENSE, small_plan
 
 from dcmlir.codegen.kernel import check_tolerance, input_shapes, reference
-from dcmlir.dispatch.plan import Plan
-from dcmlir.driver.tuner import _nothing_ran
+from dcmlir.dispatch import Plan
+from dcmlir.driver.tuning import _nothing_ran
 from dcmlir.ir.iree import load_function
-from dcmlir.records.database import Record, RecordDatabase
-from dcmlir.space.candidates import DefaultCandidate
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.space import DefaultCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
 

@@ -9,22 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dcmlir.bench import BASELINES, BenchError, BenchSettings, bench, load_result
 from dcmlir.bench.baselines import (
     bucketing_module,
     leaf_boxes,
     specialization_attribute,
     static_module,
 )
-from dcmlir.bench.run import BASELINES, BenchError, BenchSettings, bench, load_result
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import input_shapes, reference
-from dcmlir.dispatch.plan import Plan, PlannedDim, WorkloadPlan
+from dcmlir.dispatch import Plan, PlannedDim, WorkloadPlan
 from dcmlir.dispatch.tree import Leaf, Split
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.host import HostFunction, device_threads
 from dcmlir.reference import MatmulForm, contract
-from dcmlir.space.candidates import DefaultCandidate, candidate_from_key
+from dcmlir.space import DefaultCandidate, candidate_from_key
 from dcmlir.target import CpuTarget, CudaTarget
 from dcmlir.tools.cli import main
 from dcmlir.workload import DimSource, Workload, workloads

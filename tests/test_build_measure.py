@@ -6,6 +6,7 @@ the settings are tiny so the file stays fast on two cores.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -29,18 +30,18 @@ from dcmlir.build.compiler import (
     stale_scratch,
 )
 from dcmlir.ir.iree import CompilerRun, RuntimeFailure, load_function
+from dcmlir.measure.host import HostCall
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import (
-    IreeVariant,
     MeasureSettings,
     MismatchError,
-    PythonVariant,
     Timer,
     check_outputs,
-    measure_interleaved,
-    measure_shapes,
+    interleaved,
     random_inputs,
     relative_error,
 )
+from dcmlir.measure.variants import HostLibrary, HostModel, ModuleFunction
 
 TINY = MeasureSettings(min_time=0.002, rounds=3, input_sets=2, warmup=0.002)
 BROKEN = """func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
@@ -310,16 +311,36 @@ def test_timer_runs_every_input_set_and_until_min_time() -> None:
     assert calls == 3  # at least one call per input set
 
 
-def test_measure_interleaved_gives_finite_medians_and_ratios(dense_vmfb: bytes) -> None:
+def test_interleaved_rotates_who_goes_first_and_drops_the_failed() -> None:
+    assert "".join(interleaved("abc", 3, lambda v: True)) == "abcbcacab"
+    failed: set[str] = set()
+    order = []
+    for variant in interleaved("abc", 3, lambda v: v not in failed):
+        order.append(variant)
+        if variant == "b":
+            failed.add("b")  # b fails in the first round: the rounds after go on without it
+    assert "".join(order) == "abc" + "ca" + "ac"
+
+
+def float64_matmul(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The reference the parent computes: x @ w in float64."""
+    x, w = inputs
+    return [np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64)]
+
+
+def test_the_runner_times_a_module_and_numpy_against_a_parent_reference(
+    dense_vmfb: bytes, tmp_path: Path
+) -> None:
+    path = tmp_path / "dense.vmfb"
+    path.write_bytes(dense_vmfb)
     variants = [
-        IreeVariant("iree", load_function(dense_vmfb, "dense")),
-        PythonVariant("numpy", np.matmul),
+        ModuleFunction("iree", str(path), "dense"),
+        HostLibrary("numpy", "numpy", "mk,kn->mn"),
     ]
-    inputs = random_inputs([(4, 768), (768, 768)], sets=TINY.input_sets)
-    result = measure_interleaved(
-        variants, inputs, settings=TINY, reference=lambda s: [s[0].astype(np.float64) @ s[1]]
-    )
-    for timing in result.timings:
+    problem = ShapeProblem(((4, 768), (768, 768)), ("float32", "float32"), reference=float64_matmul)
+    with Runner(RunnerSettings(TINY)) as runner:
+        result = runner.measure_shape(variants, problem)
+    for timing in result.timings.values():
         assert timing.ok, timing.error
         assert len(timing.samples) == TINY.rounds
         assert timing.calls >= TINY.rounds * TINY.input_sets
@@ -327,48 +348,55 @@ def test_measure_interleaved_gives_finite_medians_and_ratios(dense_vmfb: bytes) 
         assert timing.max_error is not None and timing.max_error <= 1e-4
     ratio = result.ratio("iree", "numpy")
     assert math.isfinite(ratio) and ratio > 0
-    assert result.ratios("numpy")["numpy"] == 1.0
+    assert result.ratio("numpy", "numpy") == 1.0
 
 
 def test_wrong_or_failing_variants_are_recorded_not_dropped() -> None:
-    def broken(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        raise RuntimeError("kernel crashed\nwith details")
-
     variants = [
-        PythonVariant("right", np.matmul),
-        PythonVariant("wrong", lambda x, w: x @ w + 1.0),
-        PythonVariant("broken", broken),
+        HostModel("right", functools.partial(HostCall, np.matmul)),
+        HostModel("wrong", functools.partial(HostCall, np.add)),  # same shape, other values
+        HostModel("broken", functools.partial(HostCall, np.linalg.cholesky)),  # one argument
     ]
-    inputs = random_inputs([(3, 5), (5, 2)], sets=2)
-    result = measure_interleaved(variants, inputs, settings=TINY, reference=lambda s: [s[0] @ s[1]])
-    assert [t.name for t in result.timings] == ["right", "wrong", "broken"]
+    problem = ShapeProblem(((4, 4), (4, 4)), ("float32", "float32"), reference=float64_matmul)
+    with Runner(RunnerSettings(TINY)) as runner:
+        result = runner.measure_shape(variants, problem)
+    assert list(result.timings) == ["right", "wrong", "broken"]
     assert result["right"].ok
-    assert result["wrong"].error is not None and result["wrong"].error.startswith("check:")
-    assert result["broken"].error == "check: kernel crashed\nwith details"
+    assert (result["wrong"].error or "").startswith("check: MismatchError: relative error")
+    assert (result["broken"].error or "").startswith("check: TypeError")
     assert result.medians["wrong"] == math.inf and result.ratio("broken", "right") == math.inf
     assert math.isnan(result.ratio("right", "wrong"))
 
 
 def test_measure_shapes_warms_up_at_the_largest_shape_first() -> None:
-    seen_rows: list[int] = []
+    problems = {
+        rows: ShapeProblem(((rows, 6), (6, 3)), ("float32", "float32"), "mk,kn->mn")
+        for rows in (2, 9, 4)
+    }
+    seen: list[tuple[str, int]] = []
+    with Runner(RunnerSettings(TINY)) as runner:
+        request = runner._request
 
-    def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        seen_rows.append(x.shape[0])
-        return x @ w
+        def logged(timing, command, variant, argument):  # type: ignore[no-untyped-def]
+            assert runner._problem is not None
+            seen.append((command, runner._problem.input_shapes[0][0]))
+            return request(timing, command, variant, argument)
 
-    results = measure_shapes(
-        [PythonVariant("numpy", matmul)],
-        [2, 9, 4],
-        lambda rows: [(rows, 6), (6, 3)],
-        settings=TINY,
-        reference=lambda s: [s[0] @ s[1]],
-    )
+        runner._request = logged  # type: ignore[method-assign]
+        results = runner.measure_shapes([HostLibrary("numpy", "numpy", "mk,kn->mn")], problems)
     assert list(results) == [2, 9, 4]
-    assert seen_rows[0] == 9
+    assert seen[0] == ("warmup", 9)
     assert all(results[rows]["numpy"].ok for rows in results)
-    # After the warm-up, shapes are measured in the order given.
-    after_warmup = seen_rows[seen_rows.index(2) :]
-    assert after_warmup.index(2) < after_warmup.index(9) < after_warmup.index(4)
+    # After the warm-up, shapes are measured in the order given, each checked first.
+    checked = [rows for command, rows in seen if command == "check"]
+    assert checked == [2, 9, 4]
+
+
+def test_a_shape_problem_needs_exactly_one_reference() -> None:
+    with pytest.raises(ValueError, match="an einsum or a reference"):
+        ShapeProblem(((2, 2),), ("float32",))
+    with pytest.raises(ValueError, match="an einsum or a reference"):
+        ShapeProblem(((2, 2),), ("float32",), "mk->mk", reference=float64_matmul)
 
 
 def test_settings_reject_nonsense() -> None:

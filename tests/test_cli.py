@@ -1,19 +1,24 @@
-"""The ``dcmlir`` command: subcommands, one-line user errors, the demo table."""
+"""The ``dcmlir`` command: subcommands, one-line user errors, the shape grammar, the demo."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dcmlir import __version__
-from dcmlir.space.candidates import space_for
+from dcmlir.build.compiler import build
+from dcmlir.shapes import Shape, parse_shapes
+from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
+from dcmlir.tools import cmd_demo
 from dcmlir.tools.cli import main
 
 EXAMPLE = str(resources.files("dcmlir") / "examples" / "bert_dense.mlir")
@@ -126,8 +131,79 @@ def test_bad_range_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "demo", "--shapes", "1,x")
     assert code == 1
     assert_one_line_error(
-        err, "dcmlir: error: --shapes: 'x' is not a positive integer (write e.g. 1,7,32,128)"
+        err, "dcmlir: error: --shapes: 'x' is not N, LO:HI or LO:HI:STEP with positive integers"
     )
+
+
+# --- the shape grammar (--shapes, run-model --seq) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "dims", "expected"),
+    [
+        ("17", 1, [(17,)]),
+        (" 1, 7 ,7,1", 1, [(1,), (7,)]),  # spaces allowed, duplicates dropped, order kept
+        ("3:5", 1, [(3,), (4,), (5,)]),
+        ("1:10:4", 1, [(1,), (5,), (9,)]),
+        ("32:128:32,1", 1, [(32,), (64,), (96,), (128,), (1,)]),
+        ("4:4", 1, [(4,)]),
+        ("17", 2, [(17, 17)]),  # N and ranges set every dynamic dim
+        ("1:2,4x64", 2, [(1, 1), (2, 2), (4, 64)]),
+        ("4x64,4 x 64", 2, [(4, 64)]),
+        ("2x3x4", 3, [(2, 3, 4)]),
+        ("1:2,3x4", None, [(1,), (2,), (3, 4)]),  # rank not known yet: the caller widens
+    ],
+)
+def test_shape_grammar_accepts(text: str, dims: int | None, expected: list[Shape]) -> None:
+    assert parse_shapes(text, dims) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "dims", "message"),
+    [
+        ("x", 1, "'x' is not N, LO:HI or LO:HI:STEP with positive integers"),
+        ("1,abc", 2, "'abc' is not N, LO:HI, LO:HI:STEP or NxM with positive integers"),
+        ("1.5", 1, "'1.5' is not N, LO:HI or LO:HI:STEP with positive integers"),
+        ("1:2:3:4", 1, "'1:2:3:4' is not N, LO:HI or LO:HI:STEP with positive integers"),
+        ("1:4x8", 2, "'1:4x8' is not N, LO:HI, LO:HI:STEP or NxM with positive integers"),
+        ("4x", 2, "'4x' is not N, LO:HI, LO:HI:STEP or NxM with positive integers"),
+        ("0", 1, "'0' is not a positive integer (sizes start at 1)"),
+        ("-3:5", 1, "'-3' in '-3:5' is not a positive integer (sizes start at 1)"),
+        ("1:8:0", 1, "'0' in '1:8:0' is not a positive integer (sizes start at 1)"),
+        ("4:1", 1, "range '4:1' is reversed; write 1:4"),
+        ("8:1:2", 1, "range '8:1:2' is reversed; write 1:8:2"),
+        ("3x4", 1, "'3x4' gives 2 values, the workload has 1 dynamic dim"),
+        ("4x5x6", 2, "'4x5x6' gives 3 values, the workload has 2 dynamic dims"),
+        ("1,,2", 1, "'1,,2' has an empty item (write e.g. 1,7,32:128:32)"),
+        ("1,", 1, "'1,' has an empty item (write e.g. 1,7,32:128:32)"),
+        (" ", 1, "no shapes given (write e.g. 1,7,32:128:32)"),
+    ],
+)
+def test_shape_grammar_rejects_with_one_line_naming_the_item(
+    text: str, dims: int | None, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        parse_shapes(text, dims)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["demo", "--shapes", "8:1"], "--shapes: range '8:1' is reversed; write 1:8"),
+        (["run-model", "m.mlir", "--plan", "p.json", "--seq", "1:4:0"], "--seq: '0' in"),
+        (["run-model", "m.mlir", "--plan", "p.json", "--seq", "2x3"], "--seq: '2x3' gives 2"),
+        (["measure", "m.mlir", "--db", "r.jsonl", "--shapes", "1,,2"], "--shapes: '1,,2' has"),
+        (["bench", "m.mlir", "--plan", "p.json", "--shapes", "-2"], "--shapes: '-2' is not a"),
+    ],
+)
+def test_every_command_uses_the_shape_grammar(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    """Checked before any file is read: the one grammar, a one-line error naming the option."""
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"dcmlir: error: {expected}"), err
 
 
 def demo_args(workdir: Path, *extra: str) -> list[str]:
@@ -149,30 +225,27 @@ def demo_args(workdir: Path, *extra: str) -> list[str]:
 def test_demo_tunes_compiles_and_prints_a_verified_table(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """The dense layer through the demo's one path: the table of the README's demo."""
     code, out, err = run(capsys, *demo_args(tmp_path, "--shapes", "1,4,200", "--rounds", "2"))
     assert code == 0, err
+    assert out.startswith("dcmlir demo: BERT-base dense layer bert_dense.mlir (@dense), f32\n")
     assert "matmul key=5aebb14787f9885e range d0=1:128" in out
     exhaustive = len(space_for(CpuTarget())) * 128  # the space depends on the host's caches
     assert f"12 measurements (12 new) vs {exhaustive} exhaustive" in out
+    assert "  kernel " not in out  # one line per workload; the plan has the kernels
     assert (tmp_path / "plan.json").is_file() and (tmp_path / "dense.vmfb").is_file()
+    assert "x[T,768] @ w[768,768] per call on local-sync (1 thread)" in out
+    assert "every output checked against IREE's default build (rel err <= 0.0001)" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T |"))
     columns = [c.strip() for c in lines[header].split("|")]
-    assert columns == [
-        "T",
-        "IREE default (us)",
-        "dcmlir (us)",
-        "speedup",
-        "numpy (us)",
-        "dcmlir kernel",
-    ]
+    assert columns == ["T", "IREE default (ms)", "dcmlir (ms)", "speedup", "max rel err"]
     rows = [[c.strip() for c in line.split("|")] for line in lines[header + 2 : header + 5]]
-    assert [row[0] for row in rows] == ["1", "4", "200"]
+    assert [row[0] for row in rows] == ["1", "4", "200"]  # 200 > 128: IREE's default runs
     for row in rows:
-        assert float(row[1]) > 0 and float(row[2]) > 0 and float(row[4]) > 0
+        assert float(row[1]) > 0 and float(row[2]) > 0
         assert row[3].endswith("x") and float(row[3][:-1]) > 0
-    assert rows[0][5].startswith(("cpu:", "default"))
-    assert rows[2][5] == "IREE default (outside range)"  # 200 > 128: the fallback
+        assert 0 <= float(row[4]) <= 1e-4
     assert lines[header + 5].startswith("geomean speedup of dcmlir over IREE default: ")
     assert "measuring T=1" in err and "measuring" not in out  # progress goes to stderr
     # a second run resumes from the records: nothing new is measured
@@ -183,15 +256,22 @@ def test_demo_tunes_compiles_and_prints_a_verified_table(
 def test_demo_reports_wrong_results_instead_of_timing_them(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import dcmlir.tools.cli as cli
+    """A tuned build that computes x @ w + 1: its row fails, the error is printed, exit 1."""
+    text = Path(EXAMPLE).read_text().replace("arith.constant 0.0 : f32", "arith.constant 1.0 : f32")
+    wrong = build(text, "llvm-cpu").vmfb
+    compile_with_plan = cmd_demo.compile
 
-    monkeypatch.setattr(cli, "_dense_reference", lambda inputs: [inputs[0] @ inputs[1] + 1.0])
+    def wrong_compile(*args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(compile_with_plan(*args, **kwargs), vmfb=wrong)
+
+    monkeypatch.setattr(cmd_demo, "compile", wrong_compile)
     code, out, err = run(capsys, *demo_args(tmp_path, "--shapes", "2", "--rounds", "1"))
     assert code == 1
-    row = [c.strip() for c in out.splitlines()[-1].split("|")]
-    assert row[:5] == ["2", "failed", "failed", "-", "failed"]
-    assert "dcmlir: error: T=2: IREE default: check: relative error" in err
-    assert "dcmlir: error: T=2: dcmlir: check: relative error" in err
+    row = [c.strip() for c in out.splitlines()[-2].split("|")]
+    assert row[0] == "2" and float(row[1]) > 0 and row[2:4] == ["failed", "-"]
+    (failure,) = [line for line in err.splitlines() if line.startswith("dcmlir: error:")]
+    assert failure.startswith("dcmlir: error: T=2: dcmlir: check: ") and "relative error" in failure
+    assert "IREE default: check" not in err
     assert "Traceback" not in err
 
 

@@ -25,7 +25,7 @@ from dcmlir.codegen.library import (
 from dcmlir.ir.iree import load_function, run_compile
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.timing import relative_error
-from dcmlir.space.candidates import TileLevels
+from dcmlir.space import TileLevels
 from dcmlir.workload import Workload, analyse, dynamic_linalg_ops
 
 ROWS = (1, 5, 17, 128)

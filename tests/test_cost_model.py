@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.cost_model.model import (
+from dcmlir.cost_model import (
     HARD_CURVE,
     T4_PRIOR,
     CostModel,
@@ -28,8 +28,10 @@ from dcmlir.cost_model.model import (
     top1_regret,
     work,
 )
-from dcmlir.records.database import Record, RecordDatabase
-from dcmlir.space.candidates import CpuCandidate, CudaCandidate, DefaultCandidate
+from dcmlir.cost_model.__main__ import main as report_main
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.search import model_graph
+from dcmlir.space import CpuCandidate, CudaCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget, CudaTarget, target_from_json
 from dcmlir.workload import BATCH, DimSource, K, LoopDim, M, N, Workload
 
@@ -565,3 +567,19 @@ def test_real_records_are_ranked_well_from_cherry_picked_measurements():
     full = CostModel(dense(), target, 1)
     full.update(records)
     assert full.default_tile == 16
+
+
+def test_the_report_command_prints_the_documented_protocol_on_the_real_records(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m dcmlir.cost_model RECORDS`` (docs/cost_model.md): one report per workload."""
+    assert report_main([str(REAL_RECORDS)]) == 0
+    out = capsys.readouterr().out
+    assert f"key={DENSE_KEY}" in out and ", P = 1" in out
+    assert "trained on 116 cherry-picked pairs, scored on 348 held-out pairs" in out
+
+
+def test_the_model_graph_counts_work_with_the_cost_model():
+    """One ``work``: the model graph's time shares weigh the FLOPs the cost model divides."""
+    assert model_graph.work is work
+    assert isinstance(work(dense(), (17,)), int)

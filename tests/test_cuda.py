@@ -19,11 +19,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DENSE
+from helpers import DENSE
 
 import dcmlir
 from dcmlir.codegen.kernel import kernel_function_text
-from dcmlir.cost_model.model import (
+from dcmlir.cost_model import (
     T4_PRIOR,
     CostModel,
     OccupancyCurve,
@@ -32,13 +32,14 @@ from dcmlir.cost_model.model import (
     parallel_units_for,
     work,
 )
-from dcmlir.dispatch.plan import Plan, WorkloadPlan
+from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.ir.iree import cuda_device_available, run_compile
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.loop import TD_ON_CUDA, Measurer, NoDevice
-from dcmlir.records.database import Record, RecordDatabase
-from dcmlir.space.candidates import CudaCandidate, DefaultCandidate, cuda_space
-from dcmlir.target import CudaTarget, PtxEntry, ptx_entries, ptx_modules
+from dcmlir.ptx import PtxEntry, ptx_entries, ptx_modules
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.space import CudaCandidate, DefaultCandidate, cuda_space
+from dcmlir.target import CudaTarget
 from dcmlir.tools.cli import main
 from dcmlir.workload import Workload, workloads
 
@@ -468,7 +469,7 @@ def test_occupancy_on_h100_counts_132_sms_and_calibrates_from_cuda_records() -> 
 def test_the_cost_model_report_reads_cuda_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dcmlir.cost_model.model import main as cost_model_main
+    from dcmlir.cost_model.__main__ import main as cost_model_main
 
     h100 = CudaTarget.known("h100")
     workload = workload_of(ATTENTION_SCORES)

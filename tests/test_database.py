@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SCORES
+from helpers import SCORES
 
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.records.database import FORMAT, DatabaseError, Record, RecordDatabase
+from dcmlir.records import FAILURES, FORMAT, DatabaseError, Record, RecordDatabase, failure_of
 from dcmlir.workload import Workload, workloads
 
 VERSION = "3.13.0 (test)"
@@ -196,6 +196,80 @@ def test_invalid_records_are_refused(change, message):
         Record(**{**fields, **change})
 
 
+@pytest.mark.parametrize(
+    ("error", "kind", "failure"),
+    [
+        ("build: iree-compile: error: too much smem", "build", "build"),
+        ('iree-compile: error: "x"', "build", "build"),  # a build record names no step
+        ("build: iree-compile ran past the 5 s time limit", "build", "timeout"),
+        ("sample: timed out after 60 s", "measure", "timeout"),
+        ("setup: timed out after 60 s", "measure", "timeout"),
+        ("load: cannot load module", "measure", "load"),
+        ("check: MismatchError: relative error 9.1 exceeds 0.001", "measure", "check"),
+        ("check: RuntimeError: kernel crashed", "measure", "run"),
+        ("warmup: the measuring process died (signal 11): Segmentation fault", "measure", "worker"),
+        ("no samples", "measure", "run"),
+        ("runtime error: out of bounds", "measure", "run"),
+    ],
+)
+def test_failure_kind_is_inferred_from_the_error_text(error, kind, failure):
+    assert failure_of(error, kind) == failure
+    record = fail("c", None if kind == "build" else 17, kind=kind, error=error)
+    assert record.failure_kind == failure
+    assert Record.from_line(record.to_line()).failure_kind == failure
+
+
+def test_failure_kind_is_written_round_tripped_and_inferred_for_old_lines(tmp_path):
+    """The writer's kind wins over the text; a line from before the field gets the inferred
+    one, so old record files keep their meaning."""
+    path = tmp_path / "r.jsonl"
+    hang = Record.failure(
+        workload="w0",
+        target=TARGET,
+        target_key="cpu",
+        candidate={"name": "h"},
+        candidate_key="h",
+        route="config",
+        error="the kernel hung",
+        failure_kind="timeout",
+        dims={0: 17},
+        space=(17, 768, 768),
+        iree_version=VERSION,
+    )
+    wrong = fail("w", error="check: MismatchError: relative error 0.3 exceeds 0.0001")
+    ok = make()
+    db = database(path)
+    for record in (hang, wrong, ok):
+        db.append(record)
+    raw = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [obj["failure_kind"] for obj in raw] == ["timeout", "check", None]
+    assert database(path).load() == [hang, wrong, ok]
+    assert [r.failure_kind for r in database(path).load()] == ["timeout", "check", None]
+    old_lines = []
+    for obj in raw:  # as written before failure kinds existed
+        del obj["failure_kind"]
+        old_lines.append(json.dumps(obj))
+    path.write_text("\n".join(old_lines) + "\n")
+    old = database(path)
+    assert [r.failure_kind for r in old.load()] == ["run", "check", None] and not old.problems
+    assert old.load()[1] == wrong  # the same record, whichever way it was read
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"failure_kind": "oops"}, "failure kind 'oops' is not one of"),
+        ({"failure_kind": 3}, "'failure_kind' must be a string or null"),
+        ({"error": None}, "failure kind 'run' without error text"),
+    ],
+)
+def test_invalid_failure_kinds_are_refused(change, message):
+    line = {**json.loads(fail("c").to_line()), **change}
+    with pytest.raises(ValueError, match=message):
+        Record.from_json(line)
+    assert set(FAILURES) == {"build", "timeout", "load", "check", "run", "worker"}
+
+
 def test_failures_need_error_text():
     with pytest.raises(ValueError, match="error text"):
         fail("c", error="")
@@ -268,7 +342,7 @@ def test_append_after_a_fragment_starts_a_new_line(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from dcmlir.records.database import Record, RecordDatabase
+    from dcmlir.records import Record, RecordDatabase
 
     path, writer, count, payload, fsync = sys.argv[1:6]
     db = RecordDatabase(path, fsync=fsync == "1", iree_version="3.13.0 (test)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from conftest import DENSE
+from helpers import DENSE
 
 from dcmlir.tools.dcmlir_opt import DcmlirOptMain, split_input
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import math
@@ -24,19 +23,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DENSE
+from helpers import DENSE, dense_with_range
 from test_measurer import FAST, workload_of
-from test_search import FakeMeasurer, dense_with_range
 
 import dcmlir
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.codegen.kernel import kernel_module_text
-from dcmlir.cost_model.model import TrivialCostModel
+from dcmlir.cost_model import TrivialCostModel
 from dcmlir.measure.loop import Measurer, MeasureReport
-from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, wrong_results
-from dcmlir.space.candidates import Candidate, DefaultCandidate, candidate_from_key, space_for
+from dcmlir.space import Candidate, DefaultCandidate, candidate_from_key, space_for
 from dcmlir.target import CpuTarget
+from dcmlir.testing import FakeMeasurer
 from dcmlir.tools.cli import main
 
 DRIVER = Path(__file__).with_name("tune_driver.py")
@@ -207,16 +206,14 @@ def test_unusable_db_or_output_is_one_line_before_any_tuning(
 
 
 def test_a_plan_that_cannot_be_written_is_one_line_and_the_records_stay(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The plan's file is on a full device (a link to /dev/full, which takes the open and
+    fails the write with ENOSPC): it passes the up-front check and fails at the end."""
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
     db, plan = tmp_path / "r.jsonl", tmp_path / "plan.json"
-
-    def full(self: object, path: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-
-    monkeypatch.setattr("dcmlir.dispatch.plan.Plan.save", full)
+    plan.symlink_to("/dev/full")
     args = ["tune", str(source), *TUNE, "--budget", "4", "--db", str(db), "-o", str(plan)]
     assert main(args) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (

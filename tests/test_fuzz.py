@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.space.candidates import candidate_from_key
+from dcmlir.space import candidate_from_key
 
 # Examples per property in CI. The IR properties take tens of milliseconds a case;
 # a compiled case takes one to a few seconds (iree-compile on a loaded 2-core machine).

@@ -8,17 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import DENSE, SCORES
+from helpers import DENSE, SCORES
 
 from dcmlir.build.batch import Builder
+from dcmlir.build.routes import TransformLibraryRoute
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.records.database import RecordDatabase
-from dcmlir.space.candidates import CpuCandidate, DefaultCandidate, candidate_from_key
+from dcmlir.records import RecordDatabase
+from dcmlir.space import CpuCandidate, DefaultCandidate, candidate_from_key, space_for
 from dcmlir.target import CpuTarget, CudaTarget
 from dcmlir.tools.cli import main
+from dcmlir.tools.cmd_measure import select_candidates
 from dcmlir.workload import Workload, workloads
 
 FAST = RunnerSettings(MeasureSettings(min_time=0.003, rounds=2, input_sets=2, warmup=0.003))
@@ -217,9 +219,6 @@ def test_cli_measure_cuda_without_gpu_exits_cleanly(
 
 
 def test_spread_selection_keeps_default_first() -> None:
-    from dcmlir.space.candidates import space_for
-    from dcmlir.tools.cmd_measure import select_candidates
-
     space = space_for(CpuTarget())
     picked = select_candidates(space, 5)
     assert isinstance(picked[0], DefaultCandidate) and len(picked) == 5
@@ -228,8 +227,6 @@ def test_spread_selection_keeps_default_first() -> None:
 
 
 def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) -> None:
-    from dcmlir.build.routes import TransformLibraryRoute
-
     workload = workload_of(DENSE)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)
     with Measurer(
@@ -246,8 +243,6 @@ def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) 
         assert record.ok and record.route == "td", record.error
         assert record.extra["max_error"] < 1e-4
     # the guard's verdicts are cached with the build: a second builder compiles nothing
-    from dcmlir.build.batch import Builder
-
     with Builder(CpuTarget(), TransformLibraryRoute()) as again:
         built = again.build(workload, PICKED)
     assert again.stats.compiles == 0 and all(b.ok and b.cached for b in built)

@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 
 import dcmlir
-from dcmlir.dispatch.plan import Plan
-from dcmlir.driver.tuner import load_model
+from dcmlir.cost_model import work
+from dcmlir.dispatch import Plan
+from dcmlir.driver import load_model
 from dcmlir.ir.iree import load_function
-from dcmlir.models.bert import (
+from dcmlir.models import (
     BERT_BASE,
     EncoderConfig,
     encoder_reference,
@@ -38,7 +39,6 @@ from dcmlir.search.model_graph import (
     probe_shapes,
     run_shapes,
     split_budget,
-    work,
 )
 from dcmlir.tools.cli import main
 
@@ -222,7 +222,7 @@ def test_run_shapes_probe_shapes_and_interpolation(tmp_path: Path) -> None:
 def test_auto_level_keeps_the_input_when_global_optimization_changes_nothing(
     tmp_path: Path,
 ) -> None:
-    from conftest import DENSE
+    from helpers import DENSE
 
     path = tmp_path / "dense.mlir"
     path.write_text(DENSE)
@@ -386,7 +386,7 @@ def test_cli_generate_tune_compile_run_model(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_run_model_recognises_generated_modules(tmp_path: Path) -> None:
-    from dcmlir.bench.model import encoder_config
+    from dcmlir.bench.model_compare import encoder_config
 
     tanh = dataclasses.replace(TINY, gelu="tanh")
     for config in (TINY, tanh):
@@ -507,8 +507,8 @@ def dispatch_shapes(text: str, flags: tuple[str, ...], directory: Path) -> Count
 def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -> None:
     """Bias, GELU, residual, scale and head transposes stay fused with their contraction in
     every branch (one executable per kernel), no elementwise op becomes its own dispatch."""
-    from dcmlir.dispatch.plan import WorkloadPlan
-    from dcmlir.space.candidates import candidate_from_key
+    from dcmlir.dispatch import WorkloadPlan
+    from dcmlir.space import candidate_from_key
     from dcmlir.target import CpuTarget
 
     config = dataclasses.replace(TINY, layers=1)

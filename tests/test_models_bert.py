@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dcmlir.bench.model_compare import run_model
 from dcmlir.build.compiler import build
 from dcmlir.ir.iree import ParameterFile, run_compile
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.measure.timing import MismatchError
-from dcmlir.models.bert import (
+from dcmlir.measure.timing import MeasureSettings, MismatchError
+from dcmlir.models import (
     BERT_BASE,
     EncoderConfig,
     encoder_reference,
@@ -192,6 +195,36 @@ def test_verify_catches_a_wrong_model(tmp_path: Path) -> None:
         verify_encoder(vmfb, model, (1, 7))
     with pytest.raises(ValueError, match=r"needs its \.irpa"):
         verify_encoder(vmfb, generate_encoder(SMALL), (1,))
+
+
+def test_run_model_times_in_the_worker_and_keeps_a_wrong_build_as_a_failure() -> None:
+    """run_model: the parent's numpy reference checks both builds in the Runner's worker;
+    a build of other weights fails at every T (error text, infinite time), never dropped."""
+    config = EncoderConfig(hidden=32, heads=2, ffn=64, layers=1, seq=(1, 16))
+    model = generate_encoder(config, weights="inline")
+    other = generate_encoder(dataclasses.replace(config, seed=5), weights="inline")
+    default = build(model.text, "llvm-cpu").vmfb
+    settings = MeasureSettings(min_time=0.002, rounds=2, input_sets=2, warmup=0.002)
+    seen: list[int] = []
+    run = run_model(
+        model.text,
+        build(other.text, "llvm-cpu").vmfb,
+        default,
+        [3, 1],
+        reference="numpy",
+        settings=settings,
+        progress=seen.append,
+        config=config,
+    )
+    assert seen == [3, 1] and run.reference == "numpy (float64)" and not run.has_torch
+    assert [row.seq_len for row in run.rows] == [3, 1]
+    for row in run.rows:
+        default_timing = row.comparison["IREE default"]
+        assert default_timing.ok and len(default_timing.samples) == 2
+        assert (row.comparison["dcmlir"].error or "").startswith("check: MismatchError")
+        assert math.isnan(row.speedup)  # default time over a failed build's: no ratio
+    assert len(run.failures) == 2 and run.failures[0].startswith("T=3: dcmlir: check:")
+    assert any("failed" in line for line in run.table())
 
 
 def test_global_optimization_round_trip(tmp_path: Path) -> None:

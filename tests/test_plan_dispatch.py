@@ -22,14 +22,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dcmlir.build.compiler import build
-from dcmlir.dispatch.plan import PLAN_FORMAT, Plan, PlanError, WorkloadPlan
-from dcmlir.dispatch.tree import DecisionTree, Leaf, Split, fit_tree
+from dcmlir.dispatch import (
+    PLAN_FORMAT,
+    DecisionTree,
+    Leaf,
+    Plan,
+    PlanError,
+    Split,
+    WorkloadPlan,
+    fit_tree,
+)
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import KERNEL_ATTR, emit_dispatch
-from dcmlir.space.candidates import Candidate, candidate_from_key
+from dcmlir.space import Candidate, candidate_from_key
 from dcmlir.target import CpuTarget
 from dcmlir.tools.dcmlir_opt import DcmlirOptMain
 from dcmlir.workload import NotAWorkload, Workload, workloads

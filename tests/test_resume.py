@@ -4,7 +4,7 @@ The property "a run killed and resumed reaches the plan of an uninterrupted run 
 same seed and budget" only holds when both see the same numbers: real timings differ
 between any two runs. So it is checked twice:
 
-- with deterministic times (``tune_driver.FakeRunner``: a function of (candidate, shape)
+- with deterministic times (``dcmlir.testing.FakeRunner``: a function of (candidate, shape)
   only; builds, records, cost model, search and plan are all real), the killed-and-resumed
   plan must be *identical* to the uninterrupted one, and so must the set of measurements;
 - with real timings, a kill -9 / Ctrl-C sequence must lose no record, time no pair twice,
@@ -37,16 +37,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DENSE
-from test_search import FakeMeasurer, dense_with_range
-from tune_driver import SMALL_MODEL_TREES, FakeRunner
+from helpers import DENSE, dense_with_range
 
 import dcmlir
-from dcmlir.cost_model.model import REGRESSOR_PARAMS, CostModel
-from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.driver import TuneReport
+from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
-from dcmlir.space.candidates import space_for
+from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
+from dcmlir.testing import FakeMeasurer, FakeRunner, small_cost_model
 
 DRIVER = Path(__file__).with_name("tune_driver.py")
 TUNE_ARGS = ["--dims", "1:6", "--budget", "12", "--seed", "0", "--level", "input"]
@@ -294,17 +293,13 @@ class Stopped(Exception):
     """Where the in-process run stops: the state kill -9 after that record leaves."""
 
 
-def test_interrupted_after_every_record_resumes_to_the_same_plan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_interrupted_after_every_record_resumes_to_the_same_plan(tmp_path: Path) -> None:
     """In process, deterministic times: the run stops after record 1, 2, ... N (the state a
     kill -9 there leaves on disk: appends are whole lines) and a second run finishes it."""
-    monkeypatch.setattr("dcmlir.measure.loop.Runner", FakeRunner)
-    monkeypatch.setitem(REGRESSOR_PARAMS, "n_estimators", SMALL_MODEL_TREES)
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
 
-    def tune(db: Path, output: Path) -> dcmlir.driver.tuner.TuneReport:
+    def tune(db: Path, output: Path, database: RecordDatabase | None = None) -> TuneReport:
         return dcmlir.tune(
             source,
             dims=["1:6"],
@@ -313,32 +308,19 @@ def test_interrupted_after_every_record_resumes_to_the_same_plan(
             output=output,
             level="input",
             stream=io.StringIO(),
+            runner=FakeRunner,
+            cost_model=small_cost_model(),
+            database=database,
         )
 
     tune(tmp_path / "whole.jsonl", tmp_path / "whole.json")
     expected = (tmp_path / "whole.json").read_text()
     total = len(records_of(tmp_path / "whole.jsonl"))
 
-    append = dcmlir.records.database.RecordDatabase.append
-
-    def stopping_after(limit: int):  # type: ignore[no-untyped-def]
-        written = 0
-
-        def stopping(self: dcmlir.records.database.RecordDatabase, record: Record) -> None:
-            nonlocal written
-            if written == limit:
-                raise Stopped
-            append(self, record)
-            written += 1
-
-        return stopping
-
     for stop_after in range(1, total):
         db = tmp_path / f"stopped-{stop_after}.jsonl"
-        with monkeypatch.context() as patch:
-            patch.setattr(dcmlir.records.database.RecordDatabase, "append", stopping_after(stop_after))
-            with pytest.raises(Stopped):
-                tune(db, tmp_path / "unused.json")
+        with pytest.raises(Stopped):
+            tune(db, tmp_path / "unused.json", StoppingDatabase(db, stop_after))
         report = tune(db, tmp_path / f"resumed-{stop_after}.json")
         assert (tmp_path / f"resumed-{stop_after}.json").read_text() == expected, stop_after
         assert report.measured_now == sum(r.kind == "measure" for r in records_of(db)[stop_after:])
@@ -374,13 +356,10 @@ class StoppingDatabase(RecordDatabase):
         self.written += 1
 
 
-def test_search_resumed_mid_batch_decides_bit_for_bit_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_search_resumed_mid_batch_decides_bit_for_bit_the_same(tmp_path: Path) -> None:
     """The search with the real cost model over more rounds: stopped after every third
     record, a resumed search gets the records back in another order than the uninterrupted
     one timed them, and must still reach the same estimate table to the last bit."""
-    monkeypatch.setitem(REGRESSOR_PARAMS, "n_estimators", SMALL_MODEL_TREES)
     workload = dense_with_range(1, 24)
     target = CpuTarget()
 
@@ -388,7 +367,7 @@ def test_search_resumed_mid_batch_decides_bit_for_bit_the_same(
         return ShapeGenericSearch(
             workload,
             MeasurerOrder(workload, db),  # type: ignore[arg-type]
-            CostModel(workload, target, 1, seed=0),
+            small_cost_model()(workload, target, 1, seed=0),
             space_for(target),
             SearchSettings(budget=60, max_kernels=4, verify_batch=16),
             stream=io.StringIO(),

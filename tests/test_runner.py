@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DENSE
+from helpers import DENSE
 
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import (
@@ -20,9 +21,11 @@ from dcmlir.codegen.kernel import (
     kernel_function_text,
     kernel_module_text,
 )
+from dcmlir.codegen.kernel import reference as kernel_reference
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings
+from dcmlir.measure.variants import ModuleFunction
 from dcmlir.workload import Workload, workloads
 
 SKINNY = (
@@ -64,7 +67,10 @@ def problem(workload: Workload, m: int) -> ShapeProblem:
 
 def test_interleaved_measurement_with_baseline(dense_module: tuple[Workload, str]) -> None:
     workload, path = dense_module
-    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
     samples: list[str] = []
     with Runner(RunnerSettings(FAST)) as runner:
         result = runner.measure_shape(
@@ -82,7 +88,10 @@ def test_interleaved_measurement_with_baseline(dense_module: tuple[Workload, str
 
 def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]) -> None:
     workload, path = dense_module
-    variants = [RunVariant("default", path, "v_default"), RunVariant("wrong", path, "v_wrong")]
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("wrong", path, "v_wrong"),
+    ]
     with Runner(RunnerSettings(FAST)) as runner:
         result = runner.measure_shape(variants, problem(workload, 3))
     assert result.timings["default"].ok
@@ -95,7 +104,10 @@ def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]
 
 def test_missing_function_is_a_load_error(dense_module: tuple[Workload, str]) -> None:
     workload, path = dense_module
-    variants = [RunVariant("default", path, "v_default"), RunVariant("ghost", path, "no_such_fn")]
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("ghost", path, "no_such_fn"),
+    ]
     with Runner(RunnerSettings(FAST)) as runner:
         result = runner.measure_shape(variants, problem(workload, 2))
     assert result.timings["default"].ok
@@ -108,7 +120,10 @@ def test_a_hanging_request_times_out_and_the_rest_go_on(dense_module: tuple[Work
     slow = RunnerSettings(
         MeasureSettings(min_time=30.0, rounds=1, input_sets=1, warmup=0.0), timeout=1.0
     )
-    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
     start = time.monotonic()
     with Runner(slow) as runner:
         result = runner.measure_shape(variants, problem(workload, 2))
@@ -117,14 +132,19 @@ def test_a_hanging_request_times_out_and_the_rest_go_on(dense_module: tuple[Work
         assert timing.error == "sample: timed out after 1 s"
 
 
+@pytest.mark.parametrize("checked_by", ["worker", "parent"])
 def test_a_crashing_worker_fails_one_variant_and_is_restarted(
-    dense_module: tuple[Workload, str],
+    dense_module: tuple[Workload, str], checked_by: str
 ) -> None:
+    """The restarted worker gets the inputs again: generated there, or the parent's arrays."""
     workload, path = dense_module
     settings = RunnerSettings(
         MeasureSettings(min_time=0.5, rounds=2, input_sets=1, warmup=0.0), timeout=30
     )
-    variants = [RunVariant("default", path, "v_default"), RunVariant("skinny", path, "v_skinny")]
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
     with Runner(settings) as runner:
         request = runner._request
         killer: list[threading.Thread] = []
@@ -142,7 +162,11 @@ def test_a_crashing_worker_fails_one_variant_and_is_restarted(
             return request(timing, command, variant, argument)
 
         runner._request = request_then_kill  # type: ignore[method-assign]
-        result = runner.measure_shape(variants, problem(workload, 2))
+        shapes = problem(workload, 2)
+        if checked_by == "parent":
+            reference = functools.partial(kernel_reference, workload)
+            shapes = ShapeProblem(shapes.input_shapes, shapes.dtypes, reference=reference)
+        result = runner.measure_shape(variants, shapes)
         killer[0].join()
     errors = [t.error for t in result.timings.values()]
     assert sum(e is not None and "died (signal 9)" in e for e in errors) == 1
@@ -155,6 +179,6 @@ def test_a_module_that_does_not_load_is_a_failed_variant(tmp_path: Path) -> None
     bogus.write_bytes(b"not a flatbuffer")
     workload = dense_workload()
     with Runner(RunnerSettings(FAST)) as runner:
-        result = runner.measure_shape([RunVariant("x", str(bogus), "f")], problem(workload, 1))
+        result = runner.measure_shape([ModuleFunction("x", str(bogus), "f")], problem(workload, 1))
     assert result.timings["x"].error is not None
     assert "cannot load module" in result.timings["x"].error

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from conftest import DENSE, SCORES, TRANSPOSED
+from helpers import DENSE, SCORES, TRANSPOSED
 
 import dcmlir.passes.microkernel_tile as microkernel_tile
 from dcmlir.codegen.schedule import (

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import DENSE
+from helpers import DENSE
 
-from dcmlir.cost_model.model import TrivialCostModel
+from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.loop import MeasureReport
-from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.shapes import Shape
-from dcmlir.space.candidates import Candidate, space_for
+from dcmlir.space import Candidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload, workloads, write_ranges
 

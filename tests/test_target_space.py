@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DENSE, SCORES, TRANSPOSED
+from helpers import DENSE, SCORES, TRANSPOSED
 
 from dcmlir.build.compiler import compile_module
+from dcmlir.host_cpu import KIB, MIB, parse_size
 from dcmlir.ir.iree import run_compile
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.space.candidates import (
+from dcmlir.space import (
     CandidateError,
     CpuCandidate,
     CudaCandidate,
@@ -24,12 +25,9 @@ from dcmlir.space.candidates import (
     space_for,
 )
 from dcmlir.target import (
-    KIB,
-    MIB,
     CpuTarget,
     CudaTarget,
     parse_overrides,
-    parse_size,
     target_from_json,
     target_from_name,
 )

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from dcmlir.build.compiler import build  # noqa: E402
 from dcmlir.ir.iree import load_function  # noqa: E402
 from dcmlir.measure.timing import relative_error  # noqa: E402
-from dcmlir.models.bert import (  # noqa: E402
+from dcmlir.models import (  # noqa: E402
     EncoderConfig,
     encoder_reference,
     generate_encoder,

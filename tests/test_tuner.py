@@ -8,12 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DENSE, SCORES
+from helpers import DENSE, SCORES
 
 import dcmlir
-from dcmlir.dispatch.plan import Plan
-from dcmlir.driver.tuner import TuneError
+from dcmlir.dispatch import Plan
+from dcmlir.driver import TuneError, workload_plan
 from dcmlir.ir.iree import load_function
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.search.shape_generic import SearchResult
+from dcmlir.space import candidate_from_key
+from dcmlir.workload import workloads
 
 FAST = {"min_time": 0.002, "rounds": 2}
 
@@ -116,12 +120,6 @@ def test_compile_with_a_plan_for_another_module_names_the_mismatch(tmp_path: Pat
 def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
     """Near-equal kernels alternating by shape: the exact tree needs a split per shape,
     a single kernel costs 0.5% more; with max_depth given, that depth is used."""
-    from dcmlir.driver.tuner import workload_plan
-    from dcmlir.ir.mlir import ir, parse_module
-    from dcmlir.search.shape_generic import SearchResult
-    from dcmlir.space.candidates import candidate_from_key
-    from dcmlir.workload import workloads
-
     with ir.Context():
         (workload,) = [w for _, w in workloads(parse_module(DENSE).operation)]
     workload = dataclasses.replace(

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DENSE, SCORES, TRANSPOSED
+from helpers import DENSE, SCORES, TRANSPOSED
 
+from dcmlir.dim_tracing import ArgDim, parse_arg_dim, trace_dim
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.shapes import parse_range
-from dcmlir.workload import (
-    ArgDim,
-    NotAWorkload,
-    Workload,
-    parse_arg_dim,
-    trace_dim,
-    workloads,
-)
+from dcmlir.workload import NotAWorkload, Workload, workloads
 
 
 def extract(text: str) -> list[Workload | NotAWorkload]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO
 
-from dcmlir.bench.run import (
+from dcmlir.bench import (
     BASELINES,
     DEFAULT_BUCKETS,
     BenchError,
@@ -15,8 +15,9 @@ from dcmlir.bench.run import (
     write_outputs,
 )
 from dcmlir.measure.loop import NoDevice
-from dcmlir.records.database import DatabaseError
-from dcmlir.shapes import Shape
+from dcmlir.records import DatabaseError
+from dcmlir.shapes import SHAPES_GRAMMAR
+from dcmlir.tools.common import CliError, shapes_option, user_error
 
 BASELINE_HELP = "; ".join(f"{name}: {text}" for name, text in BASELINES.items())
 
@@ -43,9 +44,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument(
         "--shapes",
         metavar="T,LO:HI,...",
-        help="values of the dynamic dims: N (every dim N), NxM (one by one) or LO:HI "
-        "(every value); comma-separated (default: 1..8, powers of two and their next "
-        "value, the range's top)",
+        help=f"values of the dynamic dims: {SHAPES_GRAMMAR}, each setting every dynamic dim, "
+        "or NxM setting them one by one (default: 1..8, powers of two and their next value, "
+        "the range's top)",
     )
     parser.add_argument(
         "--baselines",
@@ -83,8 +84,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _integers(option: str, text: str) -> list[int]:
-    from dcmlir.tools.cli import CliError
-
+    """``8,16`` -> [8, 16]: non-negative integers, else one line naming the option."""
     values = []
     for item in text.split(","):
         item = item.strip()
@@ -94,28 +94,8 @@ def _integers(option: str, text: str) -> list[int]:
     return values
 
 
-def parse_shapes(text: str) -> list[Shape]:
-    """``1,7,16:18,4x64`` -> [(1,), (7,), (16,), (17,), (18,), (4, 64)] (ranks fixed later)."""
-    from dcmlir.tools.cli import CliError
-
-    shapes: list[Shape] = []
-    for item in text.split(","):
-        item = item.strip()
-        if ":" in item:
-            lo, _, hi = item.partition(":")
-            low, high = _integers("--shapes", f"{lo},{hi}")
-            if low > high:
-                raise CliError(f"--shapes: range '{item}' is reversed; write {high}:{low}")
-            shapes += [(v,) for v in range(low, high + 1)]
-            continue
-        parts = item.split("x")
-        shapes.append(tuple(_integers("--shapes", ",".join(parts))))
-    return list(dict.fromkeys(shapes))
-
-
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.tools.cli import CliError, user_error
-
+    """Bench the workload, print the markdown table, write NAME.json/.md/.png."""
     baselines = (
         tuple(BASELINES)
         if args.baselines == "all"
@@ -133,7 +113,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             oracle_candidates=args.oracle_candidates,
             timeout=args.timeout,
         )
-        shapes = parse_shapes(args.shapes) if args.shapes else None
+        # the workload's rank is known inside bench(): N and ranges are widened there
+        shapes = shapes_option("--shapes", args.shapes, None) if args.shapes else None
         result = bench(
             args.input,
             plan=args.plan,

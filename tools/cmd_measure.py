@@ -14,15 +14,12 @@ from dcmlir.build.routes import route_named
 from dcmlir.measure.loop import TD_ON_CUDA, Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.records.database import DatabaseError, RecordDatabase
-from dcmlir.shapes import Shape
-from dcmlir.space.candidates import DefaultCandidate, select_candidates, space_for
+from dcmlir.records import DatabaseError, RecordDatabase
+from dcmlir.shapes import SHAPES_GRAMMAR
+from dcmlir.space import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
+from dcmlir.tools.common import CliError, list_workloads, read_input, shapes_option
 from dcmlir.workload import Workload
-
-
-class MeasureUsageError(ValueError):
-    """A bad --shapes/--target value: one line naming the option."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -49,8 +46,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--shapes",
         required=True,
         metavar="S,S,...",
-        help="values of the dynamic dims: 17 sets every dynamic dim to 17, 17x33 sets them "
-        "one by one; comma-separated list of such shapes",
+        help=f"values of the dynamic dims: {SHAPES_GRAMMAR}, each setting every dynamic dim "
+        "(17: all 17), or NxM setting them one by one (17x33)",
     )
     parser.add_argument(
         "--candidates",
@@ -71,29 +68,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_shapes(text: str, dynamic: int) -> list[Shape]:
-    """``1,17`` -> [(1,)*dynamic, (17,)*dynamic]; ``17x33`` -> [(17, 33)]."""
-    shapes: list[Shape] = []
-    for item in text.split(","):
-        parts = item.strip().split("x")
-        if not all(p.isascii() and p.isdigit() for p in parts):
-            raise MeasureUsageError(
-                f"--shapes: '{item.strip()}' is not N or NxM... with non-negative integers"
-            )
-        values = tuple(int(p) for p in parts)
-        if len(values) == 1:
-            values = values * dynamic
-        if len(values) != dynamic:
-            raise MeasureUsageError(
-                f"--shapes: '{item.strip()}' gives {len(values)} values, the workload has "
-                f"{dynamic} dynamic dims"
-            )
-        if values not in shapes:
-            shapes.append(values)
-    return shapes
-
-
 def make_target(args: argparse.Namespace) -> Target:
+    """The target of --target, --arch and --target-option."""
     overrides = parse_overrides(args.target_option)
     arch = args.arch if args.target == "cuda" else None
     return target_from_name(args.target, arch=arch, overrides=overrides)
@@ -142,8 +118,8 @@ def format_table(report: MeasureReport, top: int = 0) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.tools.cli import CliError, list_workloads, read_input
-
+    """Measure every distinct workload's candidates at --shapes; a table each."""
+    shapes_option("--shapes", args.shapes, None)  # a malformed item fails before any work
     if args.min_time <= 0 or args.rounds < 1 or args.timeout <= 0:
         raise CliError("--min-time and --timeout must be > 0 and --rounds >= 1")
     try:
@@ -174,10 +150,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     candidates = select_candidates(space_for(target), args.candidates)
     print(f"target: {target.describe()}", file=out)
     for workload in unique.values():
-        try:
-            shapes = parse_shapes(args.shapes, len(workload.dynamic_dims))
-        except MeasureUsageError as error:
-            raise CliError(str(error)) from None
+        shapes = shapes_option("--shapes", args.shapes, len(workload.dynamic_dims))
         print(f"\nworkload {workload.describe()} at {workload.location}", file=out)
         print(f"{len(candidates)} candidates, route {route.name}, records {args.db}", file=out)
         try:

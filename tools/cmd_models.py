@@ -9,11 +9,13 @@ torch input conversion (needs the ``torch`` extra).
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 from pathlib import Path
 from typing import IO
 
-from dcmlir.models.bert import (
+from dcmlir.ir.iree import RuntimeFailure
+from dcmlir.models import (
     WEIGHT_LAYOUTS,
     WEIGHT_MODES,
     EncoderConfig,
@@ -21,6 +23,7 @@ from dcmlir.models.bert import (
     save_model,
 )
 from dcmlir.shapes import parse_range
+from dcmlir.tools.common import CliError
 
 
 def _positive(text: str) -> int:
@@ -107,9 +110,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def run_generate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.ir.iree import RuntimeFailure
-    from dcmlir.tools.cli import CliError
-
+    """Write the encoder and its weights."""
     if args.params and args.weights != "params":
         raise CliError("--params names the weights file of --weights params only")
     try:
@@ -217,9 +218,7 @@ def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
 
 
 def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.ir.iree import RuntimeFailure
-    from dcmlir.tools.cli import CliError
-
+    """Export the torch encoder to MLIR (torch itself is imported only here: optional)."""
     if args.params and args.weights != "params":
         raise CliError("--params names the weights file of --weights params only")
     layers, hidden, heads, ffn = args.bert_config
@@ -232,7 +231,8 @@ def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     try:
         import torch
 
-        from dcmlir.models import torch_import
+        # the torch extra: dcmlir.models.torch_import imports torch, so it loads only here
+        torch_import = importlib.import_module("dcmlir.models.torch_import")
     except ImportError:
         raise CliError(
             "import-torch needs PyTorch: pip install 'dcmlir[torch]' (CPU torch is enough)"

@@ -7,11 +7,18 @@ import json
 from pathlib import Path
 from typing import IO
 
+from dcmlir.bench.model_compare import ModelRunError, parameters_for, run_model
+from dcmlir.dispatch import Plan, PlanError
+from dcmlir.driver import TuneError, compile, compile_default
+from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.timing import MeasureSettings
+from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.target import Target
+from dcmlir.tools.common import PROG, CliError, read_input, sizes_option
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``dcmlir run-model``."""
     run = commands.add_parser(
         "run-model",
         help="check and time a tuned model against IREE's default build, per sequence length",
@@ -26,8 +33,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument(
         "--seq",
         default="1,7,64,128",
-        metavar="T,T,...",
-        help="sequence lengths, e.g. 1,7,64,128 or 1:128 (default: %(default)s)",
+        metavar="T,LO:HI,...",
+        help=f"sequence lengths: {SHAPES_GRAMMAR}, e.g. 1,7,64,128 or 8:128:8 "
+        "(default: %(default)s)",
     )
     run.add_argument(
         "--reference",
@@ -57,27 +65,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.set_defaults(run=run_model_command)
 
 
-def parse_seq(text: str) -> list[int]:
-    """``1,7,64`` or ``1:8`` (inclusive) or a mix: positive, distinct, in the given order."""
-    from dcmlir.tools.cli import CliError
-
-    found: list[int] = []
-    for item in text.split(","):
-        item = item.strip()
-        lo, colon, hi = item.partition(":")
-        values = [lo, hi] if colon else [lo]
-        if not all(v.isascii() and v.isdigit() and int(v) >= 1 for v in values):
-            raise CliError(f"--seq: '{item}' is not a positive integer or LO:HI (e.g. 1,7,64,128)")
-        numbers = range(int(lo), int(hi) + 1) if colon else [int(lo)]
-        if colon and int(lo) > int(hi):
-            raise CliError(f"--seq: range '{item}' is reversed")
-        found += [n for n in numbers if n not in found]
-    return found
-
-
 def _read_vmfb(path: str, option: str) -> bytes:
-    from dcmlir.tools.cli import CliError
-
+    """A build given on the command line; a missing file is one line naming the option."""
     try:
         return Path(path).read_bytes()
     except OSError as err:
@@ -85,12 +74,8 @@ def _read_vmfb(path: str, option: str) -> bytes:
 
 
 def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.bench.model import ModelRunError, parameters_for, run_model
-    from dcmlir.driver.tuner import TuneError, compile, compile_default
-    from dcmlir.ir.iree import RuntimeFailure
-    from dcmlir.tools.cli import PROG, CliError, read_input
-
-    seq_lens = parse_seq(args.seq)
+    """Build (or take) both builds, check and time them at every --seq, print the table."""
+    seq_lens = sizes_option("--seq", args.seq)
     if args.min_time <= 0 or args.rounds < 1:
         raise CliError("--min-time must be > 0 and --rounds >= 1")
     source, text = read_input(args.model)
@@ -143,9 +128,6 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
 
 def _plan_backend(plan: str) -> Target:
     """The target the plan was tuned for, so the default build is for the same one."""
-    from dcmlir.dispatch.plan import Plan, PlanError
-    from dcmlir.tools.cli import CliError
-
     try:
         return Plan.load(plan).target
     except PlanError as err:

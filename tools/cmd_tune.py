@@ -6,10 +6,16 @@ import argparse
 from pathlib import Path
 from typing import IO
 
-from dcmlir.records.database import DatabaseError
+from dcmlir.driver import TuneError, compile, tune
+from dcmlir.ir.iree import cuda_device_available
+from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
+from dcmlir.records import DatabaseError
+from dcmlir.target import CudaTarget
+from dcmlir.tools.common import CliError, user_error
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``dcmlir tune`` and ``dcmlir compile``."""
     tune = commands.add_parser(
         "tune",
         help="tune every dynamic workload of a module and write a plan",
@@ -83,8 +89,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def _checked(args: argparse.Namespace) -> None:
-    from dcmlir.tools.cli import CliError
-
+    """Reject option values tuning cannot use, before any work."""
     if args.budget < 1 or args.max_kernels < 1:
         raise CliError("--budget and --max-kernels must be >= 1")
     if args.max_depth is not None and args.max_depth < 1:
@@ -94,28 +99,19 @@ def _checked(args: argparse.Namespace) -> None:
     if args.target != "cuda" and args.arch is not None:
         raise CliError("--arch applies to --target cuda only")
     if args.target == "cuda" and args.route == "td":
-        from dcmlir.measure.loop import TD_ON_CUDA
-
         raise CliError(TD_ON_CUDA)
 
 
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.driver.tuner import TuneError, tune
-    from dcmlir.measure.loop import NoDevice
-    from dcmlir.tools.cli import CliError, user_error
-
+    """Tune the module, write the plan, print the report."""
     _checked(args)
-    if args.target == "cuda":
-        from dcmlir.ir.iree import cuda_device_available
-        from dcmlir.target import CudaTarget
-
-        if not cuda_device_available():
-            try:
-                arch = CudaTarget.from_overrides({"arch": args.arch} if args.arch else {}).arch
-            except ValueError as error:
-                raise CliError(f"--arch: {error}") from None
-            print(f"dcmlir: {NoDevice.for_arch(arch)}; no plan written", file=err)
-            return 0
+    if args.target == "cuda" and not cuda_device_available():
+        try:
+            arch = CudaTarget.from_overrides({"arch": args.arch} if args.arch else {}).arch
+        except ValueError as error:
+            raise CliError(f"--arch: {error}") from None
+        print(f"dcmlir: {NoDevice.for_arch(arch)}; no plan written", file=err)
+        return 0
     try:
         report = tune(
             args.input,
@@ -170,9 +166,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from dcmlir.driver.tuner import TuneError, compile
-    from dcmlir.tools.cli import user_error
-
+    """Compile the module with the plan's dispatch."""
     try:
         result = compile(
             args.input,

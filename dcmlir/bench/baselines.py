@@ -23,11 +23,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from dcmlir.codegen.kernel import KernelVariant, kernel_function_text, kernel_module_text, op_text
-from dcmlir.dispatch.plan import PlannedDim
+from dcmlir.dispatch import PlannedDim
 from dcmlir.dispatch.tree import DecisionTree, Leaf, Node
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.shapes import Shape
-from dcmlir.space.candidates import Candidate
+from dcmlir.space import Candidate
 from dcmlir.workload import Workload, workloads
 
 Box = tuple[tuple[int, int], ...]  # an inclusive range per dynamic loop

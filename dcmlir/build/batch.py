@@ -15,16 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dcmlir.build.compiler import (
-    Build,
     BuildError,
     HasCompileFlags,
     build,
     default_cache,
     scratch_directory,
 )
-from dcmlir.build.routes import BuildRequest, ConfigRoute, Route
+from dcmlir.build.routes import ConfigRoute, Route
 from dcmlir.codegen.kernel import kernel_module_text
-from dcmlir.space.candidates import Candidate
+from dcmlir.space import Candidate
 from dcmlir.workload import Workload
 
 DEFAULT_CHUNK = 48

@@ -13,16 +13,15 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from dcmlir.build.compiler import Build, default_cache_dir
 from dcmlir.build.td import td_flags, verify_td_build
 from dcmlir.codegen.kernel import KernelVariant
 from dcmlir.codegen.library import codegen_library, compilation_info
-from dcmlir.space.candidates import Candidate
+from dcmlir.space import Candidate
 from dcmlir.workload import Workload
 
 

@@ -37,10 +37,9 @@ from dcmlir.codegen.library import (
     TdVariant,
     codegen_library,
     normalize_variants,
-    sequence_symbol,
 )
 from dcmlir.ir.iree import STDIN_NAME, run_compile
-from dcmlir.space.candidates import TileLevels
+from dcmlir.space import TileLevels
 from dcmlir.workload import Workload
 
 __all__ = ["RouteError", "build_td", "td_flags", "verify_td_build"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from dcmlir.codegen.schedule import pad_to_static
 from dcmlir.ir.mlir import ir, structured, transform
-from dcmlir.space.candidates import TileLevels
+from dcmlir.space import TileLevels
 from dcmlir.workload import K, Workload
 
 __all__ = [

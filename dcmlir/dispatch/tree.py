@@ -1,6 +1,7 @@
 """The dispatcher of one workload: a decision tree from dynamic dim values to a kernel.
 
-DietCode's last step (DESIGN.md section 1, item 5): the selection says which
+DietCode's last step (docs/design.md, section 1 (the idea), item 5, and section 8
+(plans, the decision tree and the dispatch shape)): the selection says which
 kernel runs each shape; a scikit-learn ``DecisionTreeClassifier`` learns that
 map from the dynamic dims, and the learned tree is exported to a small plain
 tree with integer thresholds (``value <= threshold`` goes left) that the plan

@@ -1,22 +1,25 @@
 """Vendor-library peers: a workload's contraction computed by numpy (BLAS) or PyTorch.
 
 They have the interface of :class:`dcmlir.ir.iree.LoadedFunction` (``prepare``,
-``invoke``, ``to_host``) so the runner's worker times them exactly like a
-compiled function: inputs prepared once, only the library call in the timed
-path. The contraction is an einsum spec (one letter per loop, as
+``invoke``, ``to_host``) so the runner's worker times them
+(:class:`~dcmlir.measure.variants.HostLibrary`) exactly like a compiled
+function: inputs prepared once, only the library call in the timed path. The
+contraction is an einsum spec (one letter per loop, as
 :meth:`dcmlir.workload.Workload.einsum` writes it), run as a batched matmul on
 views of the inputs (no copies), so the library's GEMM does the work. Both get
 the thread count of the IREE device they are compared with (one for
-``local-sync``, every core for ``local-task``).
+``local-sync``, every core for ``local-task``). :class:`HostCall` wraps any
+other Python function of host arrays the same way.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dcmlir.reference import MatmulForm
 
@@ -55,8 +58,6 @@ class HostFunction:
             torch.set_num_threads(threads)
             self._torch = torch
         else:
-            from threadpoolctl import threadpool_limits
-
             threadpool_limits(limits=threads)  # stays in force in this (worker) process
 
     def prepare(self, inputs: Sequence[np.ndarray]) -> tuple[Any, Any]:
@@ -79,15 +80,23 @@ class HostFunction:
         return [np.ascontiguousarray(array.transpose(self.form.out_axes))]
 
 
-def load_host_functions(
-    library: str, specs: Sequence[str], driver: str
-) -> tuple[dict[str, HostFunction], dict[str, str]]:
-    """Like :func:`dcmlir.ir.iree.load_functions`: (functions by spec, errors by spec)."""
-    found: dict[str, HostFunction] = {}
-    errors: dict[str, str] = {}
-    for spec in specs:
-        try:
-            found[spec] = HostFunction(library, spec, device_threads(driver), gpu=driver == "cuda")
-        except (ImportError, ValueError) as err:
-            errors[spec] = f"{library}: {err}"
-    return found, errors
+class HostCall:
+    """Any picklable Python function of host arrays, as a callee (timed as a
+    :class:`~dcmlir.measure.variants.HostModel`: ``partial(HostCall, np.matmul)``).
+
+    Each input set is copied once when prepared; the timed call is ``fn(*arrays)``.
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [np.array(array, copy=True) for array in inputs]
+
+    def invoke(self, prepared: list[np.ndarray]) -> Any:
+        return self.fn(*prepared)
+
+    def to_host(self, result: Any) -> list[np.ndarray]:
+        if isinstance(result, np.ndarray):
+            return [result]
+        return [np.asarray(r) for r in result]

@@ -16,19 +16,21 @@ import dataclasses
 import math
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, ClassVar
 
 from dcmlir.build.batch import Builder, BuiltVariant, Route
 from dcmlir.build.compiler import remove_stale_scratch, scratch_directory
+from dcmlir.build.routes import ConfigRoute
 from dcmlir.ir.iree import cuda_device_available
-from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
+from dcmlir.measure.variants import ModuleFunction
 from dcmlir.progress import Progress
-from dcmlir.records.database import Record, RecordDatabase
+from dcmlir.records import Record, RecordDatabase, failure_of
 from dcmlir.shapes import Shape
-from dcmlir.space.candidates import Candidate, DefaultCandidate
+from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
 
@@ -106,9 +108,9 @@ class Measurer:
         build_timeout: float | None = 600.0,
         stream: IO[str] | None = None,
         compile_only: bool = False,
+        runner: Callable[[RunnerSettings], Runner] | None = None,
+        builder: Callable[..., Builder] | None = None,
     ) -> None:
-        from dcmlir.build.routes import ConfigRoute
-
         self.workload = workload
         self.target = target
         self.db = db
@@ -128,6 +130,8 @@ class Measurer:
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._recorded_builds: set[str] | None = None  # candidates with a successful build
         self._runner: Runner | None = None
+        self._make_runner = runner or Runner  # injected roles (dcmlir.testing has fakes)
+        self._make_builder = builder or Builder
 
     # -- lifetime ----------------------------------------------------------------------------
     def __enter__(self) -> Measurer:
@@ -155,7 +159,7 @@ class Measurer:
         if running is not None and running is not self:
             running._stop_runner()
         if self._runner is None:
-            self._runner = Runner(self.runner_settings)
+            self._runner = self._make_runner(self.runner_settings)
         Measurer._running = self
         return self._runner
 
@@ -195,7 +199,13 @@ class Measurer:
         }
         extra = {"compile_seconds": built.seconds, "cached": built.cached}
         if built.error is not None:
-            record = Record.failure(**common, error=built.error, kind="build", extra=extra)
+            record = Record.failure(
+                **common,
+                error=built.error,
+                kind="build",
+                failure_kind=failure_of(built.error, "build"),
+                extra=extra,
+            )
         else:
             record = Record.built(**common, extra=extra)
         self.db.append(record)
@@ -317,7 +327,7 @@ class Measurer:
                 self._sweep_leftovers()
                 self._workdir = scratch_directory("variants")
             progress = Progress(len(missing), f"build {self.workload.kind}", self.stream)
-            with Builder(
+            with self._make_builder(
                 self.target,
                 self.route,
                 workdir=Path(self._workdir.name),
@@ -356,7 +366,7 @@ class Measurer:
         if built[baseline].ok and len(members) >= BASELINE_MIN_GROUP:
             members.setdefault(baseline, built[baseline].candidate)
         variants = [
-            RunVariant(key, built[key].vmfb_path or "", built[key].function) for key in members
+            ModuleFunction(key, built[key].vmfb_path or "", built[key].function) for key in members
         ]
         problem = ShapeProblem.of(self.workload, dims)
         label = "x".join(str(v) for v in shape)
@@ -394,7 +404,8 @@ class Measurer:
             if timing.ok:
                 record = Record.measurement(**common, times=timing.samples)
             else:
-                record = Record.failure(**common, error=timing.error or "no samples")
+                error = timing.error or "no samples"
+                record = Record.failure(**common, error=error, failure_kind=failure_of(error))
             self.db.append(record)
             report.records[(key, shape)] = record
             report.measured += 1

@@ -1,33 +1,45 @@
-"""The Runner: times compiled variants in a worker process that may hang or crash.
+"""The Runner: the one timing path. Variants are timed in a worker process that may hang or crash.
 
-The measuring loop (rounds, rotation, baselines) runs here in the parent; the
-worker only loads modules, keeps input sets on the device and takes one
+The measuring loop (check, warm-up, rounds in :func:`~dcmlir.measure.timing.interleaved`
+order, baselines) runs here in the parent; the worker only loads variants
+(:mod:`dcmlir.measure.variants`), keeps input sets on the device and takes one
 sample per request. Every request has a time limit: a variant that hangs or
 kills the worker becomes a failed measurement, the worker is restarted, and
 the other variants go on. All variants of a shape are timed by the same worker
 process, interleaved (DESIGN.md section 4).
+
+The reference outputs are a float64 einsum the worker computes, or, for a whole
+model, whatever the parent computes (:attr:`ShapeProblem.reference`) and sends
+with the inputs.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import pickle
-import select
-import struct
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from dcmlir.measure.timing import MeasureSettings, Timing
+from dcmlir.codegen.kernel import check_tolerance, input_dtypes, input_shapes
+from dcmlir.measure.timing import (
+    Inputs,
+    MeasureSettings,
+    Timing,
+    interleaved,
+    random_inputs,
+)
+from dcmlir.measure.variants import Variant
+from dcmlir.measure.worker import read_frame, write_frame
+from dcmlir.workload import Workload
 
-if TYPE_CHECKING:
-    from dcmlir.workload import Workload
+Shape = TypeVar("Shape", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -44,39 +56,34 @@ class RunnerSettings:
             raise ValueError("timeout must be > 0 seconds")
 
 
-HOST_PREFIX = "host:"
-"""``vmfb_path`` of a host-library variant: ``host:numpy`` or ``host:torch`` (see
-:meth:`RunVariant.host`); the worker computes the contraction with that library."""
-
-
-@dataclass(frozen=True)
-class RunVariant:
-    """One function of a compiled module file, or a host library's contraction."""
-
-    name: str
-    vmfb_path: str
-    function: str
-
-    @classmethod
-    def host(cls, name: str, library: str, einsum: str) -> RunVariant:
-        """``library`` (numpy, torch) computing ``einsum`` with the device's thread count."""
-        return cls(name, f"{HOST_PREFIX}{library}", einsum)
-
-
 @dataclass(frozen=True)
 class ShapeProblem:
-    """The inputs of one shape: argument shapes, numpy dtypes, and an einsum reference."""
+    """The inputs of one shape: argument shapes, numpy dtypes, and what outputs must be.
+
+    ``einsum``: the worker computes the expected output as this contraction in
+    float64. ``reference``: the parent computes the expected outputs of each
+    input set (a whole model's float64 twin, or IREE's default build) and sends
+    them with the inputs. Exactly one of the two.
+    """
 
     input_shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
-    einsum: str
+    einsum: str | None = None
     rtol: float | None = None  # the check's tolerance; None: the settings' (f32's)
+    reference: Callable[[Inputs], Sequence[np.ndarray]] | None = None
+
+    def __post_init__(self) -> None:
+        shapes = tuple(tuple(int(d) for d in shape) for shape in self.input_shapes)
+        object.__setattr__(self, "input_shapes", shapes)  # hashable, whatever was given
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        if (self.einsum is None) == (self.reference is None):
+            raise ValueError("a ShapeProblem needs an einsum or a reference, not both")
+        if len(self.dtypes) != len(self.input_shapes):
+            raise ValueError("a ShapeProblem needs one dtype per input")
 
     @classmethod
     def of(cls, workload: Workload, dims: Mapping[int, int]) -> ShapeProblem:
         """The problem of one shape (``{loop: value}``) of a workload, with its tolerance."""
-        from dcmlir.codegen.kernel import check_tolerance, input_dtypes, input_shapes
-
         return cls(
             tuple(input_shapes(workload, dims)),
             tuple(np.dtype(t).name for t in input_dtypes(workload)),
@@ -84,9 +91,25 @@ class ShapeProblem:
             check_tolerance(workload),
         )
 
+    @property
+    def elements(self) -> int:
+        """Input elements of one set: what "the largest shape" means for a warm-up."""
+        return sum(math.prod(shape) for shape in self.input_shapes)
+
+    def arrays(self, sets: int, seed: int) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+        """(input sets, expected outputs of each) as the parent computes them."""
+        assert self.reference is not None
+        inputs = [
+            [array.astype(dtype) for array, dtype in zip(arrays, self.dtypes, strict=True)]
+            for arrays in random_inputs(self.input_shapes, sets=sets, seed=seed)
+        ]
+        return inputs, [list(self.reference(arrays)) for arrays in inputs]
+
 
 @dataclass
 class ShapeResult:
+    """Timings of the variants of one shape, measured side by side in one worker."""
+
     timings: dict[str, Timing]
     baseline: str | None = None
     baseline_before: float | None = None
@@ -99,26 +122,50 @@ class ShapeResult:
             return None
         return self.baseline_after / self.baseline_before - 1.0
 
+    def __getitem__(self, name: str) -> Timing:
+        return self.timings[name]
+
+    @property
+    def medians(self) -> dict[str, float]:
+        return {name: t.median for name, t in self.timings.items()}
+
+    def ratio(self, name: str, baseline: str) -> float:
+        """Time of ``name`` over time of ``baseline`` (>1: slower), median of per-round ratios.
+
+        Pairing samples of the same round cancels most of the machine's drift.
+        Infinite when ``name`` failed, NaN when only the baseline did.
+        """
+        mine, theirs = self[name], self[baseline]
+        if not mine.ok:
+            return math.inf
+        if not theirs.ok:
+            return math.nan
+        return statistics.median(a / b for a, b in zip(mine.samples, theirs.samples, strict=False))
+
 
 class WorkerFailure(Exception):
     """The worker did not answer in time or died; the message says which."""
 
 
 class _Worker:
-    """A ``python -m dcmlir.measure.runner`` process answering one request at a time over pipes.
+    """A ``python -m dcmlir.measure.worker`` process answering one request at a time over pipes.
 
     A plain subprocess rather than ``multiprocessing``: spawn would re-import the
     user's ``__main__``, and fork would copy a process that may hold IREE threads.
-    Frames are 8-byte little-endian lengths followed by a pickle.
+    It gets this process's ``sys.path``, so a :class:`~dcmlir.measure.variants.HostModel`
+    factory imports there as it does here. Frames are 8-byte little-endian lengths
+    followed by a pickle.
     """
 
     def __init__(self, driver: str) -> None:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
+        path = os.pathsep.join(os.path.abspath(p) for p in sys.path if os.path.isdir(p or "."))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dcmlir.measure.runner", driver],
+            [sys.executable, "-m", "dcmlir.measure.worker", driver],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
+            env={**os.environ, "PYTHONPATH": path},
         )
 
     def alive(self) -> bool:
@@ -127,8 +174,8 @@ class _Worker:
     def call(self, timeout: float, *request: Any) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
-            _write_frame(self.process.stdin, request)
-            reply = _read_frame(self.process.stdout, timeout)
+            write_frame(self.process.stdin, request)
+            reply = read_frame(self.process.stdout, timeout)
         except TimeoutError:
             self.kill()
             raise WorkerFailure(f"timed out after {timeout:g} s") from None
@@ -160,41 +207,12 @@ class _Worker:
         if self.alive():
             try:
                 assert self.process.stdin is not None
-                _write_frame(self.process.stdin, ("exit",))
+                write_frame(self.process.stdin, ("exit",))
                 self.process.wait(2.0)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         self.log.close()
-
-
-def _write_frame(stream: IO[bytes], message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def _read_exact(stream: IO[bytes], size: int, deadline: float | None) -> bytes:
-    chunks: list[bytes] = []
-    remaining = size
-    fd = stream.fileno()
-    while remaining:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, remaining)
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_frame(stream: IO[bytes], timeout: float | None = None) -> Any:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    (size,) = struct.unpack("<Q", _read_exact(stream, 8, deadline))
-    return pickle.loads(_read_exact(stream, size, deadline))
 
 
 class Runner:
@@ -203,11 +221,13 @@ class Runner:
     def __init__(self, settings: RunnerSettings | None = None) -> None:
         self.settings = settings or RunnerSettings()
         self._worker: _Worker | None = None
-        self._variants: Sequence[RunVariant] = ()
+        self._variants: Sequence[Variant] = ()
         self._problem: ShapeProblem | None = None
         self._load_errors: dict[str, str] = {}  # by variant name, kept across shapes
-        self._loaded: set[tuple[str, str]] = set()
+        self._loaded: set[Hashable] = set()
         self._inputs_sent = False
+        self._arrays: dict[ShapeProblem, tuple[Any, Any]] = {}  # parent-computed references
+        self._warm: ShapeProblem | None = None  # the warm-up's problem: its arrays are kept
 
     def __enter__(self) -> Runner:
         return self
@@ -222,7 +242,7 @@ class Runner:
 
     # -- plumbing -------------------------------------------------------------------------
     def _ensure_ready(self) -> _Worker:
-        """A worker with this shape's modules loaded and its inputs on the device.
+        """A worker with this shape's variants loaded and its inputs on the device.
 
         A worker that died or timed out is replaced and brought back to the
         same state; a live one only loads what it lacks.
@@ -232,53 +252,58 @@ class Runner:
             if worker is not None:
                 worker.kill()
             worker = self._worker = _Worker(self.settings.driver)
-            self._loaded: set[tuple[str, str]] = set()
+            self._loaded = set()
             self._inputs_sent = False
         self._load_missing(worker)
         if not self._inputs_sent and self._problem is not None:
-            measure = self.settings.measure
-            worker.call(
-                self.settings.timeout,
-                "inputs",
-                self._problem.input_shapes,
-                self._problem.dtypes,
-                self._problem.einsum,
-                measure.input_sets,
-                measure.seed,
-            )
+            worker.call(self.settings.timeout, *self._inputs_request(self._problem))
             self._inputs_sent = True
         return worker
 
-    def _load_missing(self, worker: _Worker) -> None:
-        by_path: dict[str, list[RunVariant]] = {}
-        for variant in self._variants:
-            if (variant.vmfb_path, variant.function) not in self._loaded:
-                by_path.setdefault(variant.vmfb_path, []).append(variant)
-        for path, group in by_path.items():
-            try:
-                failed = worker.call(
-                    self.settings.timeout, "load", path, [v.function for v in group]
-                )
-            except RuntimeError as err:  # the whole module: every function in it fails
-                failed = {v.function: str(err) for v in group}
-            for variant in group:
-                self._loaded.add((variant.vmfb_path, variant.function))
-                if variant.function in failed:
-                    self._load_errors[variant.name] = f"load: {failed[variant.function]}"
+    def _inputs_request(self, problem: ShapeProblem) -> tuple[Any, ...]:
+        """Inputs the worker generates (an einsum problem) or arrays the parent computed."""
+        measure = self.settings.measure
+        if problem.reference is None:
+            return (
+                "inputs",
+                problem.input_shapes,
+                problem.dtypes,
+                problem.einsum,
+                measure.input_sets,
+                measure.seed,
+            )
+        if problem not in self._arrays:
+            self._arrays[problem] = problem.arrays(measure.input_sets, measure.seed)
+        return ("arrays", *self._arrays[problem])
 
-    def _start_shape(self, variants: Sequence[RunVariant], problem: ShapeProblem) -> None:
+    def _load_missing(self, worker: _Worker) -> None:
+        by_group: dict[Hashable, list[Variant]] = {}
+        for variant in self._variants:
+            if variant.key not in self._loaded:
+                by_group.setdefault(variant.group, []).append(variant)
+        for group in by_group.values():
+            try:
+                keys = [v.key for v in group]
+                failed = worker.call(self.settings.timeout, "load", group, keys)
+            except RuntimeError as err:  # the whole module: every function in it fails
+                failed = {v.key: str(err) for v in group}
+            for variant in group:
+                self._loaded.add(variant.key)
+                if variant.key in failed:
+                    self._load_errors[variant.name] = f"load: {failed[variant.key]}"
+
+    def _start_shape(self, variants: Sequence[Variant], problem: ShapeProblem) -> None:
         """Make the worker serve this shape: load what it lacks, replace the inputs."""
+        self._arrays = {p: a for p, a in self._arrays.items() if p in (problem, self._warm)}
         self._variants, self._problem = tuple(variants), problem
         self._inputs_sent = False
         self._ensure_ready()
 
-    def _request(self, timing: Timing, command: str, variant: RunVariant, argument: float) -> Any:
+    def _request(self, timing: Timing, command: str, variant: Variant, argument: float) -> Any:
         """One worker request for one variant; any failure becomes that variant's error."""
         try:
             worker = self._ensure_ready()
-            return worker.call(
-                self.settings.timeout, command, variant.vmfb_path, variant.function, argument
-            )
+            return worker.call(self.settings.timeout, command, variant.key, argument)
         except WorkerFailure as err:
             self._worker = None  # replaced (and reloaded) on the next request
             timing.error = f"{command}: {err}"
@@ -290,7 +315,7 @@ class Runner:
     # -- the loop -------------------------------------------------------------------------
     def measure_shape(
         self,
-        variants: Sequence[RunVariant],
+        variants: Sequence[Variant],
         problem: ShapeProblem,
         *,
         baseline: str | None = None,
@@ -323,25 +348,56 @@ class Runner:
         by_name = {v.name: v for v in variants}
         if baseline is not None:
             result.baseline_before = self._sample(timings[baseline], by_name[baseline])
-        for round_index in range(settings.rounds):
-            order = [v for v in healthy if timings[v.name].error is None]
-            if not order:
-                break
-            shift = round_index % len(order)  # rotate who goes first: no position bias
-            for variant in order[shift:] + order[:shift]:
-                timing = timings[variant.name]
-                seconds = self._sample(timing, variant)
-                if seconds is not None:
-                    timing.samples.append(seconds)
-                if on_sample is not None:
-                    on_sample(variant.name)
+        for variant in interleaved(
+            healthy, settings.rounds, lambda v: timings[v.name].error is None
+        ):
+            timing = timings[variant.name]
+            seconds = self._sample(timing, variant)
+            if seconds is not None:
+                timing.samples.append(seconds)
+            if on_sample is not None:
+                on_sample(variant.name)
         if baseline is not None:
             result.baseline_after = self._sample(timings[baseline], by_name[baseline])
         return result
 
-    def _check_all(
-        self, variants: Sequence[RunVariant], timings: dict[str, Timing]
-    ) -> list[RunVariant]:
+    def measure_shapes(
+        self,
+        variants: Sequence[Variant],
+        problems: Mapping[Shape, ShapeProblem],
+        *,
+        progress: Callable[[Shape], None] | None = None,
+    ) -> dict[Shape, ShapeResult]:
+        """:meth:`measure_shape` at each shape in the given order, after a warm-up at the
+        largest (most input elements): a process measured small-first can stay in a slow
+        state."""
+        if not problems:
+            return {}
+        largest = max(problems, key=lambda shape: problems[shape].elements)
+        self.warm_up(variants, problems[largest])
+        results: dict[Shape, ShapeResult] = {}
+        for shape, problem in problems.items():
+            if progress is not None:
+                progress(shape)
+            results[shape] = self.measure_shape(variants, problem)
+        self._warm = None
+        self._arrays.clear()
+        return results
+
+    def warm_up(self, variants: Sequence[Variant], problem: ShapeProblem) -> None:
+        """Run every variant that loads for the warm-up time on ``problem``, untimed and
+        unchecked; a failure here is found again (and recorded) by :meth:`measure_shape`."""
+        self._warm = problem
+        try:
+            self._start_shape(variants, problem)
+        except WorkerFailure:
+            self._worker = None
+            return
+        for variant in variants:
+            if variant.name not in self._load_errors:
+                self._request(Timing(variant.name), "warmup", variant, self.settings.measure.warmup)
+
+    def _check_all(self, variants: Sequence[Variant], timings: dict[str, Timing]) -> list[Variant]:
         """Check each variant's output against the reference on every input set."""
         healthy = []
         for variant in variants:
@@ -357,7 +413,7 @@ class Runner:
                 healthy.append(variant)
         return healthy
 
-    def _sample(self, timing: Timing, variant: RunVariant) -> float | None:
+    def _sample(self, timing: Timing, variant: Variant) -> float | None:
         if timing.error is not None:
             return None
         found = self._request(timing, "sample", variant, self.settings.measure.min_time)
@@ -366,85 +422,3 @@ class Runner:
         seconds, calls = found
         timing.calls += calls
         return float(seconds)
-
-
-# --- the worker process --------------------------------------------------------------------
-
-
-def _worker_main(driver: str) -> None:
-    """Serve requests on stdin/stdout until told to exit.
-
-    Every reply is ("ok", payload) or ("error", text). Anything else the process
-    prints goes to stderr, so stdout carries only frames.
-    """
-    requests, replies = sys.stdin.buffer, os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
-    from dcmlir.ir.iree import load_functions
-    from dcmlir.measure.host import load_host_functions
-    from dcmlir.measure.timing import Timer, check_outputs, random_inputs
-    from dcmlir.reference import contract
-
-    functions: dict[tuple[str, str], Any] = {}
-    prepared: dict[tuple[str, str], list[Any]] = {}
-    inputs: list[list[np.ndarray]] = []
-    expected: list[list[np.ndarray]] = []
-
-    def handle(request: tuple[Any, ...]) -> Any:
-        nonlocal inputs, expected
-        command = request[0]
-        if command == "load":
-            _, path, names = request
-            if path.startswith(HOST_PREFIX):
-                loaded, failed = load_host_functions(path[len(HOST_PREFIX) :], names, driver)
-            else:
-                with open(path, "rb") as handle_:
-                    vmfb = handle_.read()
-                loaded, failed = load_functions(vmfb, names, driver)
-            for name, function in loaded.items():
-                functions[(path, name)] = function
-            return failed
-        if command == "inputs":
-            _, shapes, dtypes, spec, sets, seed = request
-            prepared.clear()
-            inputs = [
-                [array.astype(dtype) for array, dtype in zip(arrays, dtypes, strict=True)]
-                for arrays in random_inputs(shapes, sets=sets, seed=seed)
-            ]
-            expected = [
-                [contract(spec, *(a.astype(np.float64) for a in arrays))] for arrays in inputs
-            ]
-            return None
-        _, path, name, argument = request
-        function = functions[(path, name)]
-        key = (path, name)
-        if key not in prepared:
-            prepared[key] = [function.prepare(arrays) for arrays in inputs]
-        sets = prepared[key]
-        if command == "check":
-            return max(
-                check_outputs(function.to_host(function.invoke(args)), wanted, argument)
-                for args, wanted in zip(sets, expected, strict=True)
-            )
-        if command == "warmup":
-            Timer(argument).sample(function.invoke, sets)
-            return None
-        if command == "sample":
-            return Timer(argument).sample(function.invoke, sets)
-        raise ValueError(f"unknown request {command!r}")
-
-    while True:
-        try:
-            request = _read_frame(requests)
-        except EOFError:
-            return
-        if request[0] == "exit":
-            return
-        try:
-            reply = ("ok", handle(request))
-        except Exception as err:  # reported to the parent as this variant's error
-            reply = ("error", f"{type(err).__name__}: {err}")
-        _write_frame(replies, reply)
-
-
-if __name__ == "__main__":
-    _worker_main(sys.argv[1])

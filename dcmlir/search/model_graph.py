@@ -20,13 +20,14 @@ import json
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
 from dcmlir.codegen.kernel import unmeasurable
+from dcmlir.cost_model import work
 from dcmlir.ir.mlir import ir
 from dcmlir.shapes import Shape
 from dcmlir.workload import NotAWorkload, Workload, dynamic_linalg_ops, workloads
@@ -75,12 +76,6 @@ def probe_shapes(workload: Workload) -> list[Shape]:
         if tuple(shape) not in found:
             found.append(tuple(shape))
     return found
-
-
-def work(workload: Workload, shape: Shape) -> float:
-    """FLOPs of the op on one dynamic shape (a multiply and an add per point)."""
-    values = workload.shape_dims(shape)
-    return 2.0 * math.prod(workload.concrete(values))
 
 
 def interpolated_seconds(
@@ -373,8 +368,6 @@ def _common_ties(first: Workload, seen: Sequence[Workload]) -> Workload:
         groups &= set(other.equal_loops)
     if groups == set(first.equal_loops):
         return first
-    from dataclasses import replace
-
     return replace(first, equal_loops=tuple(g for g in first.equal_loops if g in groups))
 
 

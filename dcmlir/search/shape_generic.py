@@ -32,13 +32,13 @@ from typing import IO, Protocol
 
 import numpy as np
 
-from dcmlir.cost_model.model import pad
+from dcmlir.cost_model import cherry_pick as default_cherry_pick
+from dcmlir.cost_model import pad
 from dcmlir.measure.loop import Measurer
-from dcmlir.measure.timing import MismatchError
 from dcmlir.progress import Progress
-from dcmlir.records.database import Record
+from dcmlir.records import Record
 from dcmlir.shapes import Shape
-from dcmlir.space.candidates import Candidate, DefaultCandidate
+from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
 
 UNSEEN_REMAINDER = 2.0
@@ -48,7 +48,7 @@ while it has only been measured on shapes they do (see ``_candidate_correction``
 
 def wrong_results(record: Record) -> bool:
     """Whether a record says its kernel computed wrong numbers (the runner's output check)."""
-    return record.failed and MismatchError.__name__ in (record.error or "")
+    return record.failure_kind == "check"
 
 
 class CostModelLike(Protocol):
@@ -177,11 +177,7 @@ class ShapeGenericSearch:
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
-        if cherry_pick is None:
-            from dcmlir.cost_model.model import cherry_pick as default_cherry_pick
-
-            cherry_pick = default_cherry_pick
-        self._cherry_pick = cherry_pick
+        self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
 
     # -- measuring ---------------------------------------------------------------------------
     @property

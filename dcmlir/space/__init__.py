@@ -1,2 +1,43 @@
-"""The micro-kernel space: candidates derived from a target's limits only.
+"""The micro-kernel space: candidates derived from a target's limits only, never from shapes.
+
+Read in data-flow order: :mod:`~dcmlir.space.candidate` (what every candidate
+shares, IREE's default first), :mod:`~dcmlir.space.cpu` and
+:mod:`~dcmlir.space.cuda` (each target's kernels and menu), then
+:mod:`~dcmlir.space.kinds` (every kind together: a target's space, keys, JSON).
+Import from here: ``from dcmlir.space import space_for``.
 """
+
+from dcmlir.space.candidate import (
+    CandidateError,
+    DefaultCandidate,
+    TileLevels,
+    codegen_order,
+    per_loop,
+)
+from dcmlir.space.cpu import CPU_REFERENCE_DEPTH, CpuCandidate, cpu_space
+from dcmlir.space.cuda import CudaCandidate, cuda_space
+from dcmlir.space.kinds import (
+    Candidate,
+    candidate_from_json,
+    candidate_from_key,
+    select_candidates,
+    space_for,
+)
+
+__all__ = [
+    "CPU_REFERENCE_DEPTH",
+    "Candidate",
+    "CandidateError",
+    "CpuCandidate",
+    "CudaCandidate",
+    "DefaultCandidate",
+    "TileLevels",
+    "candidate_from_json",
+    "candidate_from_key",
+    "codegen_order",
+    "cpu_space",
+    "cuda_space",
+    "per_loop",
+    "select_candidates",
+    "space_for",
+]

@@ -1,2 +1,27 @@
 """Fakes shipped with the library, for tests and for trying new strategies without IREE.
+
+As kernel_tuner ships its simulation runner: each fake is one role of
+:mod:`dcmlir.driver.roles` (runner, measurer, records, cost model), passed in to
+``dcmlir.tune`` or the search instead of patched into the modules that use the real
+ones. The library never imports this package.
 """
+
+from dcmlir.testing.fakes import (
+    SMALL_MODEL_TREES,
+    FakeMeasurer,
+    FakeRunner,
+    FullDiskDatabase,
+    fake_seconds,
+    quirk,
+    small_cost_model,
+)
+
+__all__ = [
+    "SMALL_MODEL_TREES",
+    "FakeMeasurer",
+    "FakeRunner",
+    "FullDiskDatabase",
+    "fake_seconds",
+    "quirk",
+    "small_cost_model",
+]

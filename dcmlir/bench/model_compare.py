@@ -2,21 +2,26 @@
 
 What ``dcmlir run-model``, the README demo and the model benchmark share. The
 tuned build (``dcmlir.compile`` with a plan) and IREE's default build of the same
-module are loaded in one process on one device; at each ``T`` every output is
+module are timed by the :class:`~dcmlir.measure.runner.Runner`, the one timing path:
+one supervised worker process on one device; at each ``T`` every output is
 checked against a reference and the variants are timed side by side, interleaved
-in rounds (DESIGN.md section 4), largest ``T`` first as a warm-up. The reference is
+in rounds (DESIGN.md section 4), largest ``T`` first as a warm-up. The reference
+outputs are computed here, in the parent, and sent to the worker with the inputs:
 the generated encoder's float64 numpy model, or the same encoder in torch (then
-also timed, eager, with the thread count of the IREE device), or, for a module
-nobody can rebuild, IREE's default build itself.
+torch eager is also timed, in the worker, with the thread count of the IREE
+device), or, for a module nobody can rebuild, IREE's default build itself.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import math
 import os
 import re
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,15 +30,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function
-from dcmlir.measure.timing import (
-    Comparison,
-    Inputs,
-    IreeVariant,
-    MeasureSettings,
-    PythonVariant,
-    Variant,
-    measure_shapes,
-)
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeResult
+from dcmlir.measure.timing import Inputs, MeasureSettings
+from dcmlir.measure.variants import HostModel, ModuleFunction, Variant
+from dcmlir.models import EncoderConfig, encoder_reference, make_weights
 
 REFERENCES = ("auto", "numpy", "torch", "default")
 """``auto``: torch when it is installed and the module is a generated encoder, else numpy
@@ -41,6 +41,9 @@ for a generated encoder, else IREE's default build."""
 
 RTOL = 1e-4
 """fp32 against the reference: max abs error relative to the output's scale (the issue's)."""
+
+TIMEOUT = 300.0
+"""Seconds one worker request may take (loading a model, checking it on every input set)."""
 
 DEFAULT, TUNED, TORCH = "IREE default", "dcmlir", "torch eager"
 
@@ -123,11 +126,15 @@ class Reference:
 
     name: str
     fn: Callable[[Inputs], Sequence[np.ndarray]]
-    torch_variant: Variant | None = None
+    torch_variant: HostModel | None = None
 
 
 def reference_for(
-    kind: str, text: str, default: LoadedFunction, threads: int, config: Any = None
+    kind: str,
+    text: str,
+    default: LoadedFunction,
+    threads: int,
+    config: EncoderConfig | None = None,
 ) -> Reference:
     """The reference ``kind`` (see :data:`REFERENCES`) for the module ``text``.
 
@@ -144,8 +151,6 @@ def reference_for(
             f"--reference {kind}: the module is not a generated encoder (dcmlir generate-bert), "
             "so there is no model to rebuild; use --reference default"
         )
-    from dcmlir.models.bert import encoder_reference, make_weights
-
     weights = make_weights(config)
     if kind == "torch" or (kind == "auto" and _torch_available()):
         return _torch_reference(config, weights, threads)
@@ -160,7 +165,7 @@ _GENERATED = re.compile(
 )
 
 
-def encoder_config(text: str) -> Any:
+def encoder_config(text: str) -> EncoderConfig | None:
     """The config of a module ``dcmlir generate-bert`` wrote (its first line says it), else None.
 
     The GELU form is read from the IR (``math.erf`` or ``math.tanh``); the weights are
@@ -169,8 +174,6 @@ def encoder_config(text: str) -> Any:
     match = _GENERATED.search(text.split("\n", 1)[0])
     if match is None:
         return None
-    from dcmlir.models.bert import EncoderConfig
-
     layers, hidden, heads, ffn, lo, hi, seed = (int(v) for v in match.groups())
     gelu = "tanh" if "math.erf" not in text and "math.tanh" in text else "erf"
     return EncoderConfig(
@@ -186,29 +189,55 @@ def _torch_available() -> bool:
     return True
 
 
-def _torch_reference(config: Any, weights: Any, threads: int) -> Reference:
+def _torch_reference(
+    config: EncoderConfig, weights: Mapping[str, np.ndarray], threads: int
+) -> Reference:
     if not _torch_available():
         raise ModelRunError(
             "--reference torch: torch is not installed (pip install torch==2.13.0 for the CPU "
             "wheel, or use --reference numpy)"
         )
-    import torch
+    import torch  # optional: only the torch reference needs it
 
-    from dcmlir.models.torch_import import TorchEncoder
+    from dcmlir.models.torch_import import TorchEncoder  # needs torch
 
     model = TorchEncoder(config).load_generator_weights(weights).eval()
     wide = copy.deepcopy(model).to(torch.float64)  # once: a 12-layer copy is 85M weights
     torch.set_num_threads(threads)
 
-    def eager(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return model(torch.from_numpy(x)).numpy()
-
     def reference(inputs: Inputs) -> list[np.ndarray]:
         with torch.no_grad():
             return [wide(torch.from_numpy(np.asarray(inputs[0], dtype=np.float64))).numpy()]
 
-    return Reference("torch (float64)", reference, PythonVariant(TORCH, eager))
+    eager = HostModel(TORCH, functools.partial(TorchEager, config, threads))
+    return Reference("torch (float64)", reference, eager)
+
+
+class TorchEager:
+    """The generated encoder in torch eager (float32), built in the measuring worker.
+
+    Built from the config's seeded weights (:func:`dcmlir.models.bert.make_weights`),
+    with the IREE device's thread count; the timed call is the forward pass only.
+    """
+
+    def __init__(self, config: EncoderConfig, threads: int) -> None:
+        import torch  # optional: only a torch reference builds this
+
+        from dcmlir.models.torch_import import TorchEncoder  # needs torch
+
+        torch.set_num_threads(threads)
+        self._torch = torch
+        self.model = TorchEncoder(config).load_generator_weights(make_weights(config)).eval()
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> Any:
+        return self._torch.from_numpy(np.array(inputs[0], copy=True))  # its own copy
+
+    def invoke(self, x: Any) -> Any:
+        with self._torch.no_grad():
+            return self.model(x)
+
+    def to_host(self, result: Any) -> list[np.ndarray]:
+        return [result.numpy()]
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -219,7 +248,7 @@ class SeqRow:
     """One sequence length: medians, the paired speedup and the worst error of the run."""
 
     seq_len: int
-    comparison: Comparison
+    comparison: ShapeResult
 
     def median(self, name: str) -> float:
         try:
@@ -234,12 +263,14 @@ class SeqRow:
 
     @property
     def max_error(self) -> float:
-        errors = [t.max_error for t in self.comparison.timings if t.max_error is not None]
+        timings = self.comparison.timings.values()
+        errors = [t.max_error for t in timings if t.max_error is not None]
         return max(errors) if errors else math.nan
 
     @property
     def errors(self) -> list[str]:
-        return [f"{t.name}: {t.error}" for t in self.comparison.timings if t.error is not None]
+        timings = self.comparison.timings.values()
+        return [f"{t.name}: {t.error}" for t in timings if t.error is not None]
 
 
 @dataclass
@@ -260,7 +291,7 @@ class ModelRun:
 
     @property
     def has_torch(self) -> bool:
-        return any(TORCH in {t.name for t in r.comparison.timings} for r in self.rows)
+        return any(TORCH in r.comparison.timings for r in self.rows)
 
     def table(self) -> list[str]:
         """T | IREE default | dcmlir | speedup | torch eager | max rel err, then the geomean."""
@@ -337,12 +368,16 @@ def run_model(
     device: str = "local-sync",
     settings: MeasureSettings | None = None,
     progress: Callable[[int], None] | None = None,
-    config: Any = None,
+    config: EncoderConfig | None = None,
+    timeout: float = TIMEOUT,
 ) -> ModelRun:
     """Check and time the tuned and default builds of one module at every ``T``.
 
-    ``config``: the generated encoder's config when the caller has it (see
-    :func:`reference_for`).
+    Both builds (and torch eager, with the torch reference) are timed in one
+    :class:`~dcmlir.measure.runner.Runner` worker; this process loads them only to
+    read their signatures and, with ``reference="default"``, to compute the
+    reference outputs. ``config``: the generated encoder's config when the caller
+    has it (see :func:`reference_for`).
     """
     settings = settings or MeasureSettings(min_time=0.05, rounds=5, warmup=0.1, rtol=RTOL)
     tuned = load_function(tuned_vmfb, function, device, parameters=parameters)
@@ -352,18 +387,27 @@ def run_model(
         raise ModelRunError("the tuned and default builds have different signatures")
     threads = threads_of(device)
     chosen = reference_for(reference, text, default, threads, config)
-    variants: list[Variant] = [IreeVariant(DEFAULT, default), IreeVariant(TUNED, tuned)]
-    if chosen.torch_variant is not None:
-        variants.append(chosen.torch_variant)
-    with threadpool_limits(limits=threads):
-        results = measure_shapes(
-            variants,
-            list(seq_lens),
-            lambda t: [a.shape(t) for a in arguments],
-            settings=settings,
+    if parameters is not None:  # the worker may not share this process's directory
+        parameters = dataclasses.replace(parameters, path=os.path.abspath(parameters.path))
+    problems = {
+        t: ShapeProblem(
+            tuple(a.shape(t) for a in arguments),
+            tuple(np.dtype(np.float32).name for _ in arguments),
             reference=chosen.fn,
-            progress=progress,
         )
+        for t in seq_lens
+    }
+    with tempfile.TemporaryDirectory(prefix="dcmlir-run-model-") as scratch:
+        variants: list[Variant] = []
+        for name, vmfb in ((DEFAULT, default_vmfb), (TUNED, tuned_vmfb)):
+            path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
+            path.write_bytes(vmfb)
+            variants.append(ModuleFunction(name, str(path), function, parameters))
+        if chosen.torch_variant is not None:
+            variants.append(chosen.torch_variant)
+        runner_settings = RunnerSettings(settings, driver=device, timeout=timeout)
+        with threadpool_limits(limits=threads), Runner(runner_settings) as runner:
+            results = runner.measure_shapes(variants, problems, progress=progress)
     rows = [SeqRow(t, results[t]) for t in seq_lens]
     failures = [f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors]
     return ModelRun(rows, chosen.name, device, threads, settings, failures)

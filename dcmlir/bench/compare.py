@@ -3,7 +3,7 @@
 One workload (a module whose function is one dynamic contraction, like the
 six BERT-base workloads of ``benchmarks/bert_workloads.py``) is compiled once
 per baseline, then every baseline is timed at each shape in one process,
-interleaved in rounds (DESIGN.md section 4: largest shape first, random input
+interleaved in rounds (docs/design.md section 4: largest shape first, random input
 sets rotated, one sample per baseline per round, paired ratios), after its
 outputs were checked against a float64 numpy reference. The baselines:
 
@@ -21,17 +21,19 @@ outputs were checked against a float64 numpy reference. The baselines:
 A baseline that cannot run here (torch not installed, say) is reported with
 the reason, not dropped silently; a variant that fails to build or gives wrong
 numbers is a row with its error.
+
+The numbers go into a :class:`~dcmlir.bench.results.BenchResult`;
+:mod:`dcmlir.bench.outputs` and :mod:`dcmlir.bench.plots` write it out.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,34 +47,34 @@ from dcmlir.bench.baselines import (
     static_function,
     static_module,
 )
+from dcmlir.bench.results import BASELINE, BASELINES, BenchResult, Cell
 from dcmlir.build.compiler import BuildError, build, scratch_directory
-from dcmlir.dispatch.plan import Plan, PlanError, WorkloadPlan
+from dcmlir.dispatch import Plan, PlanError, WorkloadPlan
+from dcmlir.driver import TuneError, load_workloads
+from dcmlir.driver import compile as compile_plan
 from dcmlir.ir.inputs import read_module_source
 from dcmlir.ir.iree import cuda_device_available, versions
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import Measurer, MeasureReport, NoDevice
-from dcmlir.measure.runner import Runner, RunnerSettings, RunVariant, ShapeProblem
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings, Timing
+from dcmlir.measure.variants import HostLibrary, ModuleFunction, Variant
 from dcmlir.progress import Progress
-from dcmlir.records.database import RecordDatabase
+from dcmlir.records import RecordDatabase
 from dcmlir.shapes import Shape
-from dcmlir.space.candidates import Candidate, candidate_from_key, select_candidates, space_for
+from dcmlir.space import Candidate, candidate_from_key, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
 
-BASELINES: dict[str, str] = {
-    "dcmlir": "the dcmlir-dispatched module (the plan's scf.if cascade over tuned kernels)",
-    "iree-default": "IREE's default dynamic-shape lowering of the module",
-    "iree-static": "IREE compiled per static shape (default configs, one function per shape)",
-    "iree-specialized": "IREE's iree_codegen.specialization_ranges multi-versioning, "
-    "with the plan's ranges (IREE's own configs)",
-    "oracle": "per-shape oracle: the best candidate of dcmlir's space measured at each shape",
-    "bucketing": "kernels tuned at bucket sizes, inputs padded up to the bucket "
-    "(TVM FlexibleShapeDispatch / Nimble)",
-    "numpy": "numpy (BLAS) with the device's thread count",
-    "torch": "PyTorch with the device's thread count (cuBLAS on the GPU for a CUDA plan)",
-}
-BASELINE = "iree-default"  # every speedup is over this one
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "BenchError",
+    "BenchSettings",
+    "bench",
+    "default_shapes",
+    "load_bench_workload",
+]
+
 DEFAULT_BUCKETS = (16, 32, 64, 128)
 
 
@@ -110,142 +112,6 @@ class BenchSettings:
             raise BenchError("--buckets: give positive sizes, e.g. 16,32,64,128")
 
 
-# --- results ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Cell:
-    """One baseline at one shape."""
-
-    median_us: float  # inf when it failed
-    samples_us: list[float]
-    speedup: float  # over IREE's default: median of per-round ratios (nan: no pair)
-    max_error: float | None = None
-    error: str | None = None
-    kernel: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "median_us": None if not math.isfinite(self.median_us) else self.median_us,
-            "samples_us": self.samples_us,
-            "speedup": None if not math.isfinite(self.speedup) else self.speedup,
-            "max_error": self.max_error,
-            "error": self.error,
-            "kernel": self.kernel,
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Cell:
-        median, speedup = obj.get("median_us"), obj.get("speedup")
-        return cls(
-            math.inf if median is None else float(median),
-            [float(v) for v in obj.get("samples_us", [])],
-            math.nan if speedup is None else float(speedup),
-            obj.get("max_error"),
-            obj.get("error"),
-            obj.get("kernel", ""),
-        )
-
-
-@dataclass
-class BenchResult:
-    """Everything one bench run measured, enough to redraw every table and plot."""
-
-    name: str
-    source: str
-    workload: str
-    target: str
-    device: str
-    threads: int
-    baselines: list[str]
-    unavailable: dict[str, str]
-    shapes: list[Shape]
-    rows: dict[Shape, dict[str, Cell]]
-    info: dict[str, Any] = field(default_factory=dict)  # versions, settings, oracle cost...
-
-    def cell(self, shape: Shape, baseline: str) -> Cell | None:
-        return self.rows.get(shape, {}).get(baseline)
-
-    def measured_baselines(self) -> list[str]:
-        return [b for b in self.baselines if b not in self.unavailable]
-
-    def geomean_speedup(self, baseline: str) -> float:
-        """Geomean over shapes of the speedup over IREE's default (paired per round)."""
-        return geomean(
-            cell.speedup
-            for shape in self.shapes
-            if (cell := self.cell(shape, baseline)) is not None
-        )
-
-    def geomean_ratio(self, numerator: str, denominator: str) -> float:
-        """Geomean of median(numerator) / median(denominator) where both ran."""
-        values = []
-        for shape in self.shapes:
-            top, bottom = self.cell(shape, numerator), self.cell(shape, denominator)
-            if top is None or bottom is None:
-                continue
-            values.append(top.median_us / bottom.median_us)
-        return geomean(values)
-
-    def errors(self) -> list[str]:
-        return [
-            f"{shape_label(shape)} {name}: {cell.error}"
-            for shape in self.shapes
-            for name, cell in self.rows.get(shape, {}).items()
-            if cell.error
-        ]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": 1,
-            "name": self.name,
-            "source": self.source,
-            "workload": self.workload,
-            "target": self.target,
-            "device": self.device,
-            "threads": self.threads,
-            "baselines": self.baselines,
-            "unavailable": self.unavailable,
-            "shapes": [list(s) for s in self.shapes],
-            "rows": [
-                {"shape": list(shape), "cells": {k: c.to_json() for k, c in cells.items()}}
-                for shape, cells in self.rows.items()
-            ],
-            "geomean_speedup": {
-                b: _finite_or_none(self.geomean_speedup(b)) for b in self.measured_baselines()
-            },
-            "info": self.info,
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> BenchResult:
-        return cls(
-            obj["name"],
-            obj["source"],
-            obj["workload"],
-            obj["target"],
-            obj["device"],
-            int(obj["threads"]),
-            list(obj["baselines"]),
-            dict(obj["unavailable"]),
-            [tuple(s) for s in obj["shapes"]],
-            {
-                tuple(row["shape"]): {k: Cell.from_json(v) for k, v in row["cells"].items()}
-                for row in obj["rows"]
-            },
-            dict(obj.get("info", {})),
-        )
-
-
-def geomean(values: Iterable[float]) -> float:
-    good = [v for v in values if math.isfinite(v) and v > 0]
-    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else math.nan
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -253,7 +119,7 @@ def _finite_or_none(value: float) -> float | None:
 class _Prepared:
     """A baseline ready to time: the variant to run at each shape (or why it cannot run)."""
 
-    variants: dict[Shape, RunVariant] = field(default_factory=dict)
+    variants: dict[Shape, Variant] = field(default_factory=dict)
     kernels: dict[Shape, str] = field(default_factory=dict)
     unavailable: str | None = None
 
@@ -262,8 +128,6 @@ def load_bench_workload(
     input: str | Path, plan: Plan, dims: Sequence[str], stream: IO[str]
 ) -> tuple[str, str, Workload, WorkloadPlan]:
     """(source name, module text, the one workload, its plan); errors name the problem."""
-    from dcmlir.driver.tuner import TuneError, load_workloads
-
     try:
         source, text = read_module_source(str(input), sys.stdin)
     except ValueError as err:
@@ -475,13 +339,10 @@ def _prepare(baseline: str, ctx: _Context) -> _Prepared:
 
 
 def _everywhere(ctx: _Context, name: str, path: str, function: str = "main") -> _Prepared:
-    return _Prepared({s: RunVariant(name, path, function) for s in ctx.shapes})
+    return _Prepared({s: ModuleFunction(name, path, function) for s in ctx.shapes})
 
 
 def _prepare_dcmlir(ctx: _Context) -> _Prepared:
-    from dcmlir.driver.tuner import TuneError
-    from dcmlir.driver.tuner import compile as compile_plan
-
     try:
         compiled = compile_plan(ctx.input, plan=ctx.plan, stream=ctx.build.stream)
     except TuneError as err:
@@ -500,7 +361,7 @@ def _prepare_default(ctx: _Context) -> _Prepared:
 def _prepare_static(ctx: _Context) -> _Prepared:
     path = ctx.build("iree-static", static_module(ctx.workload, ctx.shapes))
     return _Prepared(
-        {s: RunVariant("iree-static", path, static_function(s)) for s in ctx.shapes},
+        {s: ModuleFunction("iree-static", path, static_function(s)) for s in ctx.shapes},
         {s: f"static {shape_label(s)}" for s in ctx.shapes},
     )
 
@@ -523,7 +384,7 @@ def _prepare_oracle(ctx: _Context) -> _Prepared:
     module = oracle_module(ctx.workload, [candidate_from_key(k) for k in picks])
     path = ctx.build("oracle", module)
     return _Prepared(
-        {s: RunVariant("oracle", path, f"o{picks.index(k)}") for s, k in usable.items()},
+        {s: ModuleFunction("oracle", path, f"o{picks.index(k)}") for s, k in usable.items()},
         dict(usable),
     )
 
@@ -557,7 +418,7 @@ def _host_preparer(library: str) -> Callable[[_Context], _Prepared]:
             return _Prepared(
                 unavailable=f"{library} is not installed (pip install 'dcmlir[torch]')"
             )
-        variant = RunVariant.host(library, library, ctx.workload.einsum())
+        variant = HostLibrary(library, library, ctx.workload.einsum())
         return _Prepared({s: variant for s in ctx.shapes}, {s: library for s in ctx.shapes})
 
     return prepare
@@ -626,115 +487,3 @@ def _cell(timing: Timing, reference: Timing | None, kernel: str) -> Cell:
         timing.error,
         kernel,
     )
-
-
-# --- outputs ---------------------------------------------------------------------------------
-
-
-def markdown(result: BenchResult) -> list[str]:
-    """The per-shape table (us, speedup over IREE's default in brackets) and the geomeans."""
-    names = result.measured_baselines()
-    lines = [
-        f"`{result.name}`: {result.workload}; {result.target}; device `{result.device}`"
-        f" ({result.threads} thread{'s' if result.threads != 1 else ''}).",
-        "",
-        "| shape | " + " | ".join(names) + " | dcmlir kernel |",
-        "|---:|" + "---:|" * len(names) + "---|",
-    ]
-    for shape in result.shapes:
-        cells = []
-        for name in names:
-            cell = result.cell(shape, name)
-            if cell is None:
-                cells.append("–")
-            elif cell.error:
-                cells.append("failed")
-            elif name == BASELINE:
-                cells.append(f"{cell.median_us:.1f}")
-            else:
-                cells.append(f"{cell.median_us:.1f} ({cell.speedup:.2f}x)")
-        dcmlir = result.cell(shape, "dcmlir")
-        lines.append(
-            f"| {shape_label(shape)} | "
-            + " | ".join(cells)
-            + f" | {dcmlir.kernel if dcmlir else ''} |"
-        )
-    lines.append(
-        "| **geomean speedup** | "
-        + " | ".join(f"**{result.geomean_speedup(n):.2f}x**" for n in names)
-        + " | |"
-    )
-    if "oracle" in names and "dcmlir" in names:
-        lines += [
-            "",
-            f"dcmlir reaches {1 / result.geomean_ratio('dcmlir', 'oracle'):.3f} of the per-shape"
-            " oracle (geomean of oracle time / dcmlir time over the shapes).",
-        ]
-    for baseline, reason in result.unavailable.items():
-        lines += ["", f"`{baseline}` not measured: {reason}."]
-    for error in result.errors():
-        lines += ["", f"failed: {error}"]
-    return lines
-
-
-def plot(result: BenchResult, path: str | Path) -> bool:
-    """Latency against shape (one line per baseline) and the speedup over IREE's default."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    names = result.measured_baselines()
-    x = [s[0] if len(set(s)) == 1 else i for i, s in enumerate(result.shapes)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
-    for name in names:
-        points = [
-            (xv, c.median_us)
-            for xv, s in zip(x, result.shapes, strict=True)
-            if (c := result.cell(s, name)) is not None and math.isfinite(c.median_us)
-        ]
-        style = {
-            "lw": 2.4 if name == "dcmlir" else 1.2,
-            "color": plt.get_cmap("tab10")(list(BASELINES).index(name)),
-        }
-        left.plot(*zip(*points, strict=True), marker=".", label=name, **style)
-        if name != BASELINE:
-            speedups = [
-                (xv, c.speedup)
-                for xv, s in zip(x, result.shapes, strict=True)
-                if (c := result.cell(s, name)) is not None and math.isfinite(c.speedup)
-            ]
-            if speedups:
-                right.plot(*zip(*speedups, strict=True), marker=".", label=name, **style)
-    left.set(xlabel="T", ylabel="latency (us)", title=f"{result.name}: latency")
-    left.set_yscale("log")
-    if min(x) > 0:  # T from 1 to 128: small T get as much room as large ones
-        left.set_xscale("log", base=2)
-        right.set_xscale("log", base=2)
-    left.legend(fontsize=7)
-    right.axhline(1.0, color="grey", lw=0.8)
-    right.set(xlabel="T", ylabel=f"speedup over {BASELINE}", title=f"{result.name}: speedup")
-    right.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return True
-
-
-def write_outputs(result: BenchResult, directory: str | Path) -> dict[str, Path]:
-    """``NAME.json`` (every number), ``NAME.md`` (the table), ``NAME.png`` (the plots)."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {"json": out / f"{result.name}.json", "md": out / f"{result.name}.md"}
-    files["json"].write_text(json.dumps(result.to_json(), indent=1) + "\n")
-    files["md"].write_text("\n".join(markdown(result)) + "\n")
-    png = out / f"{result.name}.png"
-    if plot(result, png):
-        files["png"] = png
-    return files
-
-
-def load_result(path: str | Path) -> BenchResult:
-    return BenchResult.from_json(json.loads(Path(path).read_text()))

@@ -1,0 +1,162 @@
+"""``dcmlir.compile``: the last step of the data flow, plan -> dispatch -> IREE.
+
+The plan's ``scf.if`` dispatch is emitted into the module (at the level the plan was
+tuned at: a plan tuned at the global-optimization level lowers the module there first
+and resumes IREE from it) and the result is built with IREE's own flags and cache.
+:func:`compile_default` is IREE's own build of the same module: the baseline a
+dispatch is timed against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from dcmlir.build.compiler import BuildError, build
+from dcmlir.dispatch import Plan, PlanError
+from dcmlir.driver.loading import (
+    GLOBAL_OPT,
+    TuneError,
+    add_module_attributes,
+    lower_to_global_optimization,
+    read_source,
+)
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.iree import versions
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import PassContext, PassFailure
+from dcmlir.passes.emit_dispatch import emit_dispatch
+from dcmlir.target import CpuTarget, Target, target_from_name
+from dcmlir.workload import dynamic_linalg_ops
+
+
+@dataclass
+class CompileResult:
+    vmfb: bytes
+    mlir: str
+    dispatched: int  # ops rewritten into a dispatch
+
+
+def compile(
+    input: str | Path,
+    *,
+    plan: str | Path | Plan,
+    target: str | None = None,
+    output: str | Path | None = None,
+    emit_mlir: str | Path | None = None,
+    allow_other_iree: bool = False,
+    stream: IO[str] | None = None,
+) -> CompileResult:
+    """Emit ``plan``'s dispatch into ``input`` and compile it with IREE for the plan's target.
+
+    A plan tuned at the global-optimization level lowers ``input`` there first and
+    resumes IREE from it; ``emit_mlir`` then holds that level's IR with the dispatch.
+    A plan tuned with another IREE is refused unless ``allow_other_iree``; one tuned
+    on another CPU is used with a warning; a module without dynamic ops passes through.
+    """
+    stream = stream if stream is not None else sys.stderr
+    try:
+        loaded = plan if isinstance(plan, Plan) else Plan.load(plan)
+    except PlanError as err:
+        raise TuneError(str(err)) from None
+    if target is not None and target != loaded.target.backend:
+        raise TuneError(
+            f"--target {target} but the plan was tuned for {loaded.target.backend} "
+            f"({loaded.target_key}); tune again for {target}"
+        )
+    _check_plan_origin(loaded, str(plan), allow_other_iree, stream)
+    source, text = read_source(input)
+    if loaded.workloads and not _has_dynamic_ops(text, source):
+        print(
+            f"dcmlir: {source} has no dynamic-shape linalg op: compiled as IREE compiles it,"
+            " the plan is not used",
+            file=stream,
+        )
+        loaded = dataclasses.replace(loaded, workloads=(), level="input")
+    flags: tuple[str, ...] = ()
+    if loaded.level == GLOBAL_OPT:
+        text = lower_to_global_optimization(
+            _with_module_attributes(text, source, loaded.target), loaded.target, source
+        )
+        flags = ("--compile-from=global-optimization",)
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        ctx = PassContext(engine, stream)
+        try:
+            dispatched = emit_dispatch(ctx, module.operation, loaded, origin=str(plan))
+        except PassFailure:
+            raise TuneError(engine.first_error()) from None
+        if loaded.level != GLOBAL_OPT:
+            add_module_attributes(module, loaded.target)
+        mlir = str(module)
+    if emit_mlir is not None:
+        Path(emit_mlir).write_text(mlir, encoding="utf-8")
+    try:
+        built = build(mlir, loaded.target, flags, source_name=source)
+    except BuildError as err:
+        raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
+    if output is not None:
+        Path(output).write_bytes(built.vmfb)
+    return CompileResult(built.vmfb, mlir, dispatched)
+
+
+def compile_default(
+    input: str | Path, target: str | Target = "llvm-cpu", *, arch: str | None = None
+) -> bytes:
+    """IREE's own compilation of ``input`` for ``target``: the baseline a dispatch is timed
+    against (same flags, same cache)."""
+    target_object = target if not isinstance(target, str) else target_from_name(target, arch)
+    source, text = read_source(input)
+    try:
+        return build(_with_module_attributes(text, source, target_object), target_object).vmfb
+    except BuildError as err:
+        raise TuneError(f"IREE could not compile {source}:\n{err}") from None
+
+
+def _check_plan_origin(plan: Plan, name: str, allow_other_iree: bool, stream: IO[str]) -> None:
+    """Another IREE: refused (its configs may mean something else); another CPU: a warning."""
+    current = versions()["iree"]
+    if plan.iree_version != current and not allow_other_iree:
+        raise TuneError(
+            f"plan {name} was tuned with IREE {plan.iree_version}, this is IREE {current}:"
+            " its kernels were measured with another compiler; tune again (dcmlir tune),"
+            " or pass --allow-other-iree to use it anyway"
+        )
+    if not isinstance(plan.target, CpuTarget) or plan.target.target_cpu != "host":
+        return
+    here = CpuTarget()
+    if here.key() != plan.target.key():
+        print(
+            f"dcmlir: warning: plan {name} was tuned on {plan.target.describe()}; this host is"
+            f" {here.describe()}: the dispatch computes the same results, but its kernels may"
+            " not be the fastest here (tune again on this host)",
+            file=stream,
+        )
+
+
+def _has_dynamic_ops(text: str, source: str) -> bool:
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        return bool(dynamic_linalg_ops(module.operation))
+
+
+def _with_module_attributes(text: str, source: str, target: Target) -> str:
+    """The module text with the target's module attributes (an explicit CUDA target)."""
+    if not target.module_attributes():
+        return text
+    engine = DiagnosticEngine(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is None:
+            raise TuneError(engine.first_error())
+        add_module_attributes(module, target)
+        return str(module)

@@ -1,0 +1,100 @@
+"""What ``dcmlir.tune`` hands back: the plan and, per workload, the search behind it.
+
+The CLI prints :meth:`TuneReport.lines` (per workload: kernels, tree, measurements
+against exhaustive tuning) and :meth:`TuneReport.model_lines` (where model time goes
+and how the budget followed it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.search.model_graph import ModelGraph
+from dcmlir.search.shape_generic import SearchResult
+from dcmlir.workload import Workload
+
+
+@dataclass
+class WorkloadReport:
+    """One workload's search and the plan made of it: kept together so that the report
+    can set the plan beside the measurements it cost."""
+
+    workload: Workload
+    search: SearchResult
+    plan: WorkloadPlan
+
+    @property
+    def exhaustive(self) -> int:
+        """Pairs per-shape exhaustive tuning of the same space would time."""
+        return len(self.search.candidates) * len(self.search.shapes)
+
+
+@dataclass
+class TuneReport:
+    """The plan (also written to ``output``) with what the CLI and tests report about it."""
+
+    plan: Plan
+    workloads: list[WorkloadReport] = field(default_factory=list)
+    seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)  # dynamic ops left to IREE, with reasons
+    graph: ModelGraph | None = None
+    level: str = "input"
+    level_reason: str = ""
+    probes: int = 0  # measurements of IREE's default for the budget split
+    graph_path: Path | None = None
+
+    @property
+    def measurements(self) -> int:
+        """Measurements the whole tuning counted: the probes and every search's."""
+        return self.probes + sum(item.search.measurements for item in self.workloads)
+
+    @property
+    def measured_now(self) -> int:
+        """Measurements this run timed itself (the rest came from the records)."""
+        return sum(item.search.measured_now for item in self.workloads)
+
+    def model_lines(self) -> list[str]:
+        """The level, the graph and the table of where model time goes (and the split)."""
+        if self.graph is None:
+            return []
+        lines = [f"level: {self.level} ({self.level_reason})", self.graph.summary()]
+        if self.probes:
+            lines.append(
+                "where model time goes, IREE's default per call averaged over the range "
+                f"(from {self.probes} probe measurements); the budget follows the shares:"
+            )
+        elif len(self.workloads) > 1:
+            lines.append(
+                "where model time goes, by FLOPs (budget too small to probe IREE's default); "
+                "the budget follows the shares:"
+            )
+        else:
+            lines.append("where model time goes (one workload: the whole budget is its own):")
+        lines += [f"  {line}" for line in self.graph.table()]
+        lines.append(
+            f"total: {self.measurements} measurements ({self.probes} probes), "
+            f"{self.seconds:.0f} s tuning wall time"
+        )
+        return lines
+
+    def lines(self) -> list[str]:
+        """Per workload: its kernels and tree, and its measurements against exhaustive tuning."""
+        out = []
+        for item in self.workloads:
+            search, plan = item.search, item.plan
+            report = plan.report
+            out.append(
+                f"{item.workload.kind} key={item.workload.key} range {plan.describe_range()}: "
+                f"{len(plan.kernels)} kernels, tree depth {plan.tree.depth} "
+                f"(accuracy {report.accuracy:.0%}), {search.measurements} measurements "
+                f"({search.measured_now} new) vs {item.exhaustive} exhaustive "
+                f"({item.exhaustive / max(search.measurements, 1):.0f}x fewer), "
+                f"{search.seconds:.0f} s"
+            )
+            for index, kernel in enumerate(plan.kernels):
+                shapes = sum(1 for s in plan.shapes if s.kernel == index)
+                out.append(f"  kernel {index}: {kernel.candidate_key} ({shapes} shapes)")
+        return out
+

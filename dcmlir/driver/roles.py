@@ -1,0 +1,126 @@
+"""The roles a tuning run is wired from, passed in the way TVM's ``tune_tasks`` takes them.
+
+Per workload, ``dcmlir.tune`` wires a builder and a runner (inside the
+:class:`~dcmlir.measure.loop.Measurer`), the records database they share, a cost model
+and the search's settings. Each role can be passed in; a role left ``None`` is the one
+built from ``tune``'s own settings, so the product path is the default path. Tests
+pass fakes (:mod:`dcmlir.testing`) instead of patching module globals; a caller that
+cannot reach the ``tune`` call (the CLI run by a test harness) puts roles in scope with
+``with Roles(...).in_scope():``, as TVM's ``with database:`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from dcmlir.build.batch import Builder
+from dcmlir.build.routes import route_named
+from dcmlir.cost_model import CostModel, parallel_units_for
+from dcmlir.measure.loop import Measurer
+from dcmlir.measure.runner import Runner, RunnerSettings
+from dcmlir.records import RecordDatabase
+from dcmlir.search.shape_generic import SearchSettings
+from dcmlir.target import Target
+from dcmlir.workload import Workload
+
+BuilderFactory = Callable[..., Builder]
+"""Called as :class:`~dcmlir.build.batch.Builder` is: ``(target, route, *, workdir, ...)``."""
+RunnerFactory = Callable[[RunnerSettings], Runner]
+"""Called as :class:`~dcmlir.measure.runner.Runner` is, once per measuring process."""
+DatabaseFactory = Callable[[str | Path], RecordDatabase]
+"""Called with ``tune``'s ``db`` path, as :class:`~dcmlir.records.RecordDatabase` is."""
+CostModelFactory = Callable[..., CostModel]
+"""Called as :class:`~dcmlir.cost_model.CostModel` is: ``(workload, target, units, seed,
+*, route)``."""
+
+_IN_SCOPE: ContextVar[Roles | None] = ContextVar("dcmlir_tuning_roles", default=None)
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Role objects (or factories) for ``dcmlir.tune``; ``None``: built from its settings.
+
+    ``database`` is a ready database or a factory of one from the ``db`` path;
+    ``search`` holds the search's settings, its budget replaced by each workload's
+    share (with it, ``tune``'s ``max_kernels`` and ``seed`` are not used for the search).
+    """
+
+    builder: BuilderFactory | None = None
+    runner: RunnerFactory | None = None
+    database: RecordDatabase | DatabaseFactory | None = None
+    cost_model: CostModelFactory | None = None
+    search: SearchSettings | None = None
+
+    @classmethod
+    def current(cls) -> Roles:
+        """The roles put in scope by the innermost :meth:`in_scope` (none: all defaults)."""
+        return _IN_SCOPE.get() or cls()
+
+    def over(self, other: Roles) -> Roles:
+        """These roles, each one left ``None`` taken from ``other``."""
+        chosen = {
+            name: mine if mine is not None else getattr(other, name)
+            for name, mine in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        }
+        return Roles(**chosen)
+
+    @contextmanager
+    def in_scope(self) -> Iterator[Roles]:
+        """Make these roles (over the ones already in scope) ``tune``'s defaults for a while."""
+        token = _IN_SCOPE.set(self.over(Roles.current()))
+        try:
+            yield self
+        finally:
+            _IN_SCOPE.reset(token)
+
+    # -- wiring: what tune builds from its settings when a role is not passed in ---------------
+    def open_database(self, path: str | Path) -> RecordDatabase:
+        """The records of the run, loaded (a resumed run measures nothing recorded again)."""
+        if isinstance(self.database, RecordDatabase):
+            records = self.database
+        else:
+            records = (self.database or RecordDatabase)(path)
+        records.load()
+        return records
+
+    def measurer(
+        self,
+        workload: Workload,
+        target: Target,
+        records: RecordDatabase,
+        *,
+        route: str,
+        runner_settings: RunnerSettings,
+        stream: IO[str],
+    ) -> Measurer:
+        """The builder, the runner and the records of one workload, tied together."""
+        return Measurer(
+            workload,
+            target,
+            records,
+            route=route_named(route),
+            runner_settings=runner_settings,
+            stream=stream,
+            runner=self.runner,
+            builder=self.builder,
+        )
+
+    def model(
+        self, workload: Workload, target: Target, measurer: Measurer, seed: int, route: str
+    ) -> CostModel:
+        """The cost model of one workload, for the parallel units its runner measures on."""
+        make = self.cost_model or CostModel
+        units = parallel_units_for(target, measurer.runner_settings.driver)
+        return make(workload, target, units, seed, route=route)
+
+    def search_settings(self, budget: int, max_kernels: int, seed: int) -> SearchSettings:
+        """One workload's search settings, ``budget`` being its share of the whole budget."""
+        if self.search is None:
+            return SearchSettings(budget=budget, max_kernels=max_kernels, seed=seed)
+        return dataclasses.replace(self.search, budget=budget)

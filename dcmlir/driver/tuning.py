@@ -1,0 +1,322 @@
+"""``dcmlir.tune``: workloads -> budget split -> search per workload -> plan.
+
+The data flow of a tuning run, in the order the code runs it: the module's workloads
+are loaded (:mod:`dcmlir.driver.loading`; identical ops in different layers tuned
+once); with more than one, IREE's default is probed at a few shapes of each and one
+measurement budget is split over them by their estimated share of model time; the
+shape-generic search runs per workload on the roles of :mod:`dcmlir.driver.roles`
+(builder, runner, records, cost model: each passed in or built from the settings);
+each search becomes a :class:`~dcmlir.dispatch.plan.WorkloadPlan`, and the plan is
+written with the model's workload graph beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO
+
+from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.driver.loading import TuneError, load_model
+from dcmlir.driver.outcome import TuneReport, WorkloadReport
+from dcmlir.driver.roles import (
+    BuilderFactory,
+    CostModelFactory,
+    DatabaseFactory,
+    Roles,
+    RunnerFactory,
+)
+from dcmlir.measure.loop import Measurer
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records import RecordDatabase
+from dcmlir.search.model_graph import (
+    PROBE_FRACTIONS,
+    ModelGraph,
+    graph_path_for,
+    probe_shapes,
+    run_shapes,
+)
+from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
+from dcmlir.shapes import Shape
+from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.target import Target, target_from_name
+from dcmlir.workload import Workload
+
+PROBES_FROM = 2 * len(PROBE_FRACTIONS)
+"""Budget per workload from which IREE's default is probed for the split (half of it at
+most goes to probes); below that the shares are FLOPs shares."""
+TREE_TOLERANCE = 0.01
+"""A shallower tree is kept when its picks cost at most 1% more than the selection's
+(estimated, geomean and total over the training shapes)."""
+
+
+def tune(
+    input: str | Path,
+    *,
+    dims: Sequence[str] = (),
+    target: str | Target = "llvm-cpu",
+    arch: str | None = None,
+    budget: int = 400,
+    max_kernels: int = 8,
+    db: str | Path = "records.jsonl",
+    output: str | Path | None = "plan.json",
+    route: str = "config",
+    seed: int = 0,
+    max_depth: int | None = None,
+    device: str = "local-sync",
+    min_time: float = 0.03,
+    rounds: int = 3,
+    timeout: float = 60.0,
+    level: str = "auto",
+    stream: IO[str] | None = None,
+    builder: BuilderFactory | None = None,
+    runner: RunnerFactory | None = None,
+    database: RecordDatabase | DatabaseFactory | None = None,
+    cost_model: CostModelFactory | None = None,
+    search: SearchSettings | None = None,
+) -> TuneReport:
+    """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
+
+    ``dims``: ``LO:HI`` for every dynamic dim and/or ``argN.D=LO:HI`` per
+    argument dim (ranges in the IR, ``util.assume.int``, count too);
+    ``budget``: timed (candidate, shape) pairs for the whole module. With more
+    than one distinct workload, IREE's default is first timed at a few probe
+    shapes of each (counted in the budget), and the rest is split by each
+    workload's estimated share of model time, with a floor per workload.
+    Records already in ``db`` count, so a resumed run re-measures nothing.
+    ``level``: ``input``, ``global-optimization`` or ``auto`` (see
+    :mod:`dcmlir.driver.loading`). The model's workload graph is saved beside
+    the plan (``plan.graph.json``).
+
+    ``builder``, ``runner``, ``database``, ``cost_model`` and ``search``: the roles
+    (:class:`~dcmlir.driver.roles.Roles`); each one not given is the one in scope,
+    else the one built from the settings above.
+    """
+    stream = stream if stream is not None else sys.stderr
+    start = time.perf_counter()
+    _check_writable(output, "-o")  # before the tuning, not after it
+    target_object = target if not isinstance(target, str) else target_from_name(target, arch)
+    model = load_model(input, dims, stream, level=level, target=target_object)
+    found = model.workloads
+    if not found:  # nothing to tune: an empty plan, so that dcmlir compile passes it through
+        plan = Plan(target_object, Path(str(input)).name, (), level=model.level)
+        return TuneReport(
+            plan,
+            [],
+            time.perf_counter() - start,
+            model.skipped,
+            level=model.level,
+            level_reason=model.level_reason,
+            graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
+        )
+    roles = Roles(
+        builder=builder, runner=runner, database=database, cost_model=cost_model, search=search
+    ).over(Roles.current())
+    records = roles.open_database(db)
+    db = records.path if isinstance(roles.database, RecordDatabase) else db
+    runner_settings = RunnerSettings(
+        MeasureSettings(min_time=min_time, rounds=rounds, warmup=min_time),
+        driver=device,
+        timeout=timeout,
+    )
+    graph = model.graph
+    reports: list[WorkloadReport] = []
+    failed: list[str] = []  # workloads no kernel could run, with why
+    with ExitStack() as stack:
+        measurers = {
+            w.key: stack.enter_context(
+                roles.measurer(
+                    w,
+                    target_object,
+                    records,
+                    route=route,
+                    runner_settings=runner_settings,
+                    stream=stream,
+                )
+            )
+            for w in found
+        }
+        probes = (
+            _probe_defaults(graph, measurers, stream)
+            if len(found) > 1 and budget >= PROBES_FROM * len(found)
+            else {}
+        )
+        graph.estimate(lambda w: probes.get(w.key, {}))
+        probe_count = sum(len(p) for p in probes.values())
+        parts = graph.split(max(budget - probe_count, len(found)))
+        for workload in found:
+            measurer = measurers[workload.key]
+            result = ShapeGenericSearch(
+                workload,
+                measurer,
+                roles.model(workload, target_object, measurer, seed, route),
+                space_for(target_object),
+                roles.search_settings(parts[workload.key], max_kernels, seed),
+                stream=stream,
+                shapes=workload.tied_shapes(),
+            ).run()
+            failure = _nothing_ran(workload, result, records, target_object)
+            if failure is not None:  # every kernel failed: the op stays with IREE's default
+                failed.append(failure)
+                continue
+            reports.append(
+                WorkloadReport(workload, result, workload_plan(result, max_depth, route))
+            )
+            _record_outcome(graph, workload, result, len(probes.get(workload.key, {})))
+    if failed and not reports:
+        raise TuneError(failed[0])
+    for failure in failed:
+        print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
+    plan = Plan(
+        target_object,
+        Path(str(input)).name,
+        tuple(r.plan for r in reports),
+        level=model.level,
+    )
+    graph_path = _save_plan(plan, graph, output, db) if output is not None else None
+    return TuneReport(
+        plan,
+        reports,
+        time.perf_counter() - start,
+        model.skipped,
+        graph=graph,
+        level=model.level,
+        level_reason=model.level_reason,
+        probes=probe_count,
+        graph_path=graph_path,
+    )
+
+
+def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:
+    """The plan of one searched workload: its kernels, choices and the costs behind them.
+
+    Without ``max_depth`` the tree is the shallowest one whose picks cost within
+    :data:`TREE_TOLERANCE` of the selection: the selection often alternates between
+    near-equal kernels from one shape to the next, which an exact tree pays for with
+    dozens of splits (and kernels) and no speed.
+    """
+    predicted: dict[tuple[int, ...], list[float]] = {}
+    measured: dict[tuple[int, ...], float | None] = {}
+    for shape in search.shapes:
+        row = []
+        for index in range(len(search.kernels)):
+            seconds, _ = search.kernel_cost(shape, index)
+            row.append(seconds)
+        predicted[shape] = row
+        seconds, was_measured = search.kernel_cost(shape, search.choice[shape])
+        measured[shape] = seconds if was_measured and math.isfinite(seconds) else None
+
+    def fitted(depth: int | None) -> WorkloadPlan:
+        return WorkloadPlan.build(
+            search.workload,
+            search.kernels,
+            search.choice,
+            predicted,
+            measured,
+            depth,
+            routes=route,
+        )
+
+    if max_depth is not None:
+        return fitted(max_depth)
+    exact = fitted(None)
+    for depth in range(exact.tree.depth):
+        candidate = fitted(depth)
+        if _within(candidate.report.geomean_slowdown) and _within(candidate.report.total_slowdown):
+            return candidate
+    return exact
+
+
+def _within(slowdown: float | None) -> bool:
+    return slowdown is None or slowdown <= TREE_TOLERANCE
+
+
+def _check_writable(output: str | Path | None, option: str) -> None:
+    """A TuneError now if ``output`` cannot be written at the end (missing or read-only
+    directory), rather than after hours of tuning."""
+    if output is None:
+        return
+    directory = Path(output).parent
+    if Path(output).is_dir():
+        raise TuneError(f"{option} {output}: is a directory; give a file name (plan.json)")
+    if not directory.is_dir():
+        raise TuneError(f"{option} {output}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise TuneError(f"{option} {output}: directory {directory} is not writable")
+
+
+def _probe_defaults(
+    graph: ModelGraph, measurers: Mapping[str, Measurer], stream: IO[str]
+) -> dict[str, dict[Shape, float]]:
+    """IREE's default timed at a few shapes of each workload (from the records when there)."""
+    found: dict[str, dict[Shape, float]] = {}
+    default = DefaultCandidate()
+    for key, workload in graph.workloads.items():
+        shapes = probe_shapes(workload)
+        print(
+            f"dcmlir: probe IREE's default on {workload.kind} key={key} at "
+            f"{', '.join('x'.join(map(str, s)) for s in shapes)}",
+            file=stream,
+        )
+        report = measurers[key].measure([default], shapes)
+        found[key] = {shape: report.median(default.key(), shape) for shape in shapes}
+    return found
+
+
+def _nothing_ran(
+    workload: Workload, search: SearchResult, records: RecordDatabase, target: Target
+) -> str | None:
+    """Why no kernel of ``workload`` can be planned (every measurement failed), or None."""
+    if any(math.isfinite(seconds) for seconds in search.measured.values()):
+        return None
+    failures = records.records(
+        workload.key, target.key(), include_failures=True, only_current_version=True
+    )
+    errors = [r.error for r in failures if r.error]
+    first = errors[-1].splitlines()[0] if errors else "no measurement ran"
+    return (
+        f"{workload.location}: every measurement of {workload.kind} {workload.key} failed "
+        f"({len(search.measured)} pairs), so there is nothing to choose from; last error: {first}"
+    )
+
+
+def _record_outcome(
+    graph: ModelGraph, workload: Workload, search: SearchResult, probes: int
+) -> None:
+    """Per-call estimates after tuning: the chosen kernels' and IREE's default over the range."""
+    estimate = graph.estimates[workload.key]
+    estimate.measurements = search.measurements + probes
+    shapes = [s for s in run_shapes(workload) if s in set(search.shapes)] or search.shapes
+    default_column = next(
+        (i for i, c in enumerate(search.candidates) if isinstance(c, DefaultCandidate)), None
+    )
+    tuned = [search.kernel_cost(shape, search.choice[shape])[0] for shape in shapes]
+    if not all(math.isfinite(t) for t in tuned):
+        return
+    estimate.tuned_seconds = estimate.ops * sum(tuned) / len(tuned)
+    if default_column is not None:
+        rows = [search.shapes.index(s) for s in shapes]
+        default = [float(search.estimate[row, default_column]) for row in rows]
+        if all(math.isfinite(t) for t in default):
+            estimate.default_search_seconds = estimate.ops * sum(default) / len(default)
+
+
+def _save_plan(plan: Plan, graph: ModelGraph, output: str | Path, db: str | Path) -> Path:
+    """Write the plan and its workload graph beside it; the graph's path."""
+    graph_path = graph_path_for(output)
+    try:
+        plan.save(output)
+        graph.save(graph_path)
+    except OSError as err:
+        raise TuneError(
+            f"cannot write the plan {err.filename or output}: {err.strerror or err}; the "
+            f"records in {db} are kept: run again (with another -o) to write it without "
+            "measuring again"
+        ) from None
+    return graph_path

@@ -1,0 +1,96 @@
+"""Every kind of candidate together: the ``Candidate`` union, a target's space, keys and JSON.
+
+The one place that knows all kinds, so records, plans and command lines can
+name a candidate without knowing which target it is for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from dcmlir.space.candidate import DefaultCandidate
+from dcmlir.space.cpu import CpuCandidate, cpu_space
+from dcmlir.space.cuda import CudaCandidate, cuda_space
+from dcmlir.target import CpuTarget, CudaTarget, Target
+
+__all__ = [
+    "Candidate",
+    "candidate_from_json",
+    "candidate_from_key",
+    "select_candidates",
+    "space_for",
+]
+
+Candidate = DefaultCandidate | CpuCandidate | CudaCandidate
+
+
+def space_for(target: Target) -> list[Candidate]:
+    """The ordered candidate list of a target; the same list on every call."""
+    if isinstance(target, CpuTarget):
+        return list(cpu_space(target))
+    if isinstance(target, CudaTarget):
+        return list(cuda_space(target))
+    raise TypeError(f"no micro-kernel space for {type(target).__name__}")
+
+
+def _from_json_fields(cls: type, obj: Mapping[str, Any]) -> Any:
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(obj) - names - {"kind"})
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields in JSON: {', '.join(unknown)}")
+    return cls(**{name: obj[name] for name in names if name in obj})
+
+
+def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
+    """The inverse of ``to_json`` for every kind of candidate."""
+    kind = obj.get("kind")
+    if kind == DefaultCandidate.kind:
+        return DefaultCandidate()
+    if kind == CpuCandidate.kind:
+        return _from_json_fields(CpuCandidate, obj)
+    if kind == CudaCandidate.kind:
+        values = dict(obj)
+        if values.get("stated_workgroup_size") is not None:
+            values["stated_workgroup_size"] = tuple(values["stated_workgroup_size"])
+        return _from_json_fields(CudaCandidate, values)
+    raise ValueError(f"unknown candidate kind {kind!r} in JSON")
+
+
+_CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
+_CUDA_KEY = re.compile(r"^cuda:wg(\d+)x(\d+):t(\d+)x(\d+):k(\d+)(:p)?(?::ws(\d+)x(\d+)x(\d+))?$")
+
+
+def candidate_from_key(key: str) -> Candidate:
+    """The inverse of ``key()``: lets a user name a candidate on a command line."""
+    if key == "default":
+        return DefaultCandidate()
+    found = _CPU_KEY.match(key)
+    if found:
+        wm, wn, cm, cn, vm, vn, vk = found.groups()
+        cache = (int(cm), int(cn)) if cm is not None else (None, None)
+        return CpuCandidate(int(wm), int(wn), int(vm), int(vn), int(vk), *cache)
+    found = _CUDA_KEY.match(key)
+    if found:
+        wm, wn, tm, tn, k, promote, *size = found.groups()
+        stated = tuple(int(v) for v in size) if size[0] is not None else None
+        return CudaCandidate(
+            int(wm), int(wn), int(tm), int(tn), int(k), promote is not None, stated
+        )
+    raise ValueError(
+        f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
+        "cuda:wg32x64:t4x4:k8:p)"
+    )
+
+
+def select_candidates(space: Sequence[Candidate], count: int) -> list[Candidate]:
+    """``count`` candidates spread evenly over the space, IREE's default first."""
+    if count <= 0 or count >= len(space):
+        return list(space)
+    default = [c for c in space if isinstance(c, DefaultCandidate)]
+    rest = [c for c in space if not isinstance(c, DefaultCandidate)]
+    wanted = max(count - len(default), 0)
+    step = len(rest) / wanted if wanted else 0
+    return default + [rest[int(i * step)] for i in range(wanted)]

@@ -1,0 +1,125 @@
+"""What every ``dcmlir`` command shares: its errors, its inputs, the workload listing and
+the ``--shapes`` grammar as an option.
+
+The command modules (``cmd_*``) import from here and ``cli`` imports them, so nothing
+here imports a command module.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from contextlib import suppress
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import IO
+
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.inputs import InputError, read_module_source
+from dcmlir.ir.mlir import ir
+from dcmlir.ir.pass_base import PassContext, PassFailure
+from dcmlir.passes.annotate_ranges import AnnotateRangesPass
+from dcmlir.shapes import Shape, parse_range, parse_shapes
+from dcmlir.workload import Workload, workloads
+
+PROG = "dcmlir"
+
+
+class CliError(Exception):
+    """A user error: printed as one ``dcmlir: error:`` line, exit status 1."""
+
+
+class DiagnosticsError(CliError):
+    """IR diagnostics, already ``file:line:col: error: ...``: printed as they are."""
+
+
+class UsageError(CliError):
+    """A command line argparse rejects: exit status 2, as argparse's own errors."""
+
+
+_DIAGNOSTIC = re.compile(r"^[^\s:][^:]*(?::\d+:\d+)?: error: ")
+
+
+def user_error(message: str) -> CliError:
+    """The error to raise for ``message``: a diagnostic (``file:line:col: error: ...``)
+    prints as it is, anything else behind ``dcmlir: error:``; never both prefixes."""
+    return DiagnosticsError(message) if _DIAGNOSTIC.match(message) else CliError(message)
+
+
+def shapes_option(option: str, text: str, dynamic_dims: int | None = 1) -> list[Shape]:
+    """``text`` of ``option`` in the shared shape grammar (:func:`dcmlir.shapes.parse_shapes`);
+    a bad item ends as one ``dcmlir: error: OPTION: ...`` line."""
+    try:
+        return parse_shapes(text, dynamic_dims)
+    except ValueError as err:
+        raise CliError(f"{option}: {err}") from None
+
+
+def sizes_option(option: str, text: str) -> list[int]:
+    """The values of one dynamic dim (``T``) in the shape grammar: ``1,7,16:128:16``."""
+    return [shape[0] for shape in shapes_option(option, text, 1)]
+
+
+def example_path(name: str) -> Traversable:
+    """A shipped example module (package data of ``dcmlir``)."""
+    return resources.files("dcmlir") / "examples" / name
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """(name for diagnostics, text) of a file, or of stdin for ``-``."""
+    try:
+        return read_module_source(path, sys.stdin)
+    except InputError as err:
+        raise CliError(str(err)) from None
+
+
+@dataclass
+class WorkloadListing:
+    """The dynamic ops of a module: workloads, the ones left to IREE, one line each in IR order."""
+
+    source: str
+    found: list[Workload] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def fill_ranges(module: ir.Operation, dims: str, ctx: PassContext) -> None:
+    """Record the ranges the IR gives; ``dims`` (LO:HI, or "") for every loop without one."""
+    with suppress(PassFailure):  # the pass emitted its error diagnostic
+        AnnotateRangesPass(range=dims).apply(ctx, module)
+
+
+def list_workloads(text: str, source: str, dims: str | None, stderr: IO[str]) -> WorkloadListing:
+    """Parse a module and describe its dynamic ops; ``dims`` (LO:HI) fills unknown ranges.
+
+    Diagnostics go to ``stderr``; an error among them becomes :class:`CliError`.
+    """
+    if dims is not None:
+        try:
+            parse_range(dims)
+        except ValueError as err:
+            raise CliError(f"--dims: {err}") from None
+    engine = DiagnosticEngine(source)
+    listing = WorkloadListing(source)
+    with ir.Context() as context, engine.capture(context):
+        module = engine.parse(text)
+        if module is not None:  # ranges the IR assumes (util.assume.int) count without --dims
+            fill_ranges(module.operation, dims or "", PassContext(engine, stderr))
+        if module is not None and not engine.has_errors:
+            for op, result in workloads(module.operation, source):
+                if isinstance(result, Workload):
+                    listing.found.append(result)
+                    listing.lines.append(f"{result.location}: {op.name}: {result.describe()}")
+                    continue
+                where = str(engine.locate(op))
+                listing.skipped.append({"op": op.name, "location": where, "reason": str(result)})
+                listing.lines.append(f"{where}: {op.name}: not a workload, left to IREE: {result}")
+    errors = [d for d in engine.diagnostics if d.severity == "error"]
+    for diag in engine.diagnostics:
+        if diag.severity != "error":
+            print(diag.format(), file=stderr)
+    if errors:
+        # The first error is the one line; the others follow it as they would from mlir-opt.
+        raise DiagnosticsError("\n".join(d.format() for d in errors))
+    return listing
