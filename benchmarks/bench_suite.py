@@ -6,7 +6,7 @@ For each workload of ``benchmarks/bert_workloads.py`` (T dynamic in 1..128):
    wall time of the search;
 2. ``dcmlir.bench.run`` it: the dispatched module, IREE's default, IREE per static
    shape, IREE's specialization_ranges, the per-shape oracle, bucketing, numpy
-   and torch, side by side at the suite's shapes (DESIGN.md section 4);
+   and torch, side by side at the suite's shapes (docs/design.md, section 4);
 3. tuning cost: per-shape exhaustive tuning of the same space at DietCode's 8
    sampled T (5, 24, 43, 62, 81, 100, 119, 128), measured with the search's
    own settings; all 128 T estimated from the same per-shape cost; the quality

@@ -8,7 +8,7 @@ T dims equal), in the order of ``benchmarks/bert_workloads.py``:
 1. ``dcmlir.tune`` for ``cuda`` / ``--arch`` with a small budget (the GPU is
    fast; compiles dominate), then ``dcmlir.compile``: the dispatched module;
 2. IREE's default CUDA lowering of the same module;
-3. side by side in one process, interleaved per T (DESIGN.md section 4): the
+3. side by side in one process, interleaved per T (docs/design.md, section 4): the
    dispatched module, IREE's default, and ``torch.matmul`` (cuBLAS) in fp32 with
    TF32 off and with TF32 on. Each is timed two ways:
    - **latency**: one synchronized call (IREE's synchronous ABI waits for the

@@ -6,7 +6,7 @@
    found at IREE's global-optimization level, the budget split by their estimated
    share of model time), timed: the total tuning wall time and measurements;
 3. ``dcmlir.compile`` with the plan, and IREE's default compilation of the same module;
-4. side by side in one process, interleaved per T (DESIGN.md section 4), largest T
+4. side by side in one process, interleaved per T (docs/design.md, section 4), largest T
    first: IREE default, dcmlir, and torch eager with the same thread count when torch
    is installed; every output checked against the reference (torch in float64 when
    installed, else the generator's float64 numpy model), max abs error <= 1e-4 of the

@@ -2,7 +2,7 @@
 
 Measures every candidate of this machine's llvm-cpu space on
 ``x[M, 768] @ w[768, 768]`` (f32, M dynamic) at M in {1, 17, 128, 513}, IREE's
-default lowering in the same process and interleaved (DESIGN.md section 4),
+default lowering in the same process and interleaved (docs/design.md, section 4),
 through each lowering route, and writes ``docs/benchmarks.md`` plus the raw
 records. Not part of the test suite: it takes minutes.
 
@@ -103,7 +103,7 @@ def markdown(
         "",
         "Every candidate of the llvm-cpu space on `x[M, 768] @ w[768, 768]` (f32, M dynamic,"
         " the shipped `dcmlir/examples/bert_dense.mlir`), against IREE's default lowering,"
-        " measured in one process with the variants interleaved in rounds (DESIGN.md"
+        " measured in one process with the variants interleaved in rounds (docs/design.md,"
         " section 4: random input sets rotated, warm-up at the largest M first, median of"
         f" {args.rounds} rounds of >= {args.min_time:g} s samples, `local-sync`, one thread)."
         " Every output was checked against numpy first.",

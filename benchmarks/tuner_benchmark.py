@@ -7,7 +7,7 @@ matmuls equal):
    dispatched module;
 2. the per-shape oracle: every candidate of the same space measured at a
    sample of T (1..8, 128 and more), the best one per T;
-3. side by side in one process, interleaved per T (DESIGN.md section 4): IREE's
+3. side by side in one process, interleaved per T (docs/design.md, section 4): IREE's
    default compilation of the module, the dcmlir module, and (on the oracle's
    sample) the oracle's kernel for that T; every output checked against numpy.
 

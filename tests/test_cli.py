@@ -235,7 +235,7 @@ def test_demo_tunes_compiles_and_prints_a_verified_table(
     assert "  kernel " not in out  # one line per workload; the plan has the kernels
     assert (tmp_path / "plan.json").is_file() and (tmp_path / "dense.vmfb").is_file()
     assert "x[T,768] @ w[768,768] per call on local-sync (1 thread)" in out
-    assert "every output checked against IREE's default build (rel err <= 0.0001)" in out
+    assert "every output checked against numpy (float64) (rel err <= 0.0001)" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T |"))
     columns = [c.strip() for c in lines[header].split("|")]

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dcmlir.bench.model_compare import ModelRunError, run_model
+import numpy as np
+
+from dcmlir.bench.model_compare import ModelRunError, Reference, run_model
 from dcmlir.driver import TuneError, compile, compile_default, tune
 from dcmlir.ir.iree import ParameterFile
 from dcmlir.measure.timing import MeasureSettings
@@ -43,12 +46,15 @@ class DemoModel:
     dims: tuple[str, ...] = ()  # ranges for tune when the IR does not give them
     parameters: ParameterFile | None = None
     config: EncoderConfig | None = None  # a generated encoder's: its numpy model checks it
+    formula: Reference | None = None  # a single op's float64 formula, else the config's model
     timed: str = "the model"  # what one timed call computes
     checked: str = "the {} encoder"  # what outputs are checked against ({}: the reference)
 
     @property
-    def reference(self) -> str:
-        """run_model's reference: the encoder's numpy model, else IREE's default build."""
+    def reference(self) -> str | Reference:
+        """run_model's reference: the op's formula or the encoder's numpy model, in float64."""
+        if self.formula is not None:
+            return self.formula
         return "numpy" if self.config is not None else "default"
 
 
@@ -60,7 +66,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "1..128, seeded weights), tune its workloads as one model, compile it, and time the whole "
         "model against IREE's default compilation side by side at each T, every output checked "
         "against the encoder's numpy reference. --example dense: the shipped dense layer "
-        "(T x 768 @ 768 x 768) instead, checked against IREE's default build.",
+        "(T x 768 @ 768 x 768) instead, checked against x @ w in float64.",
     )
     demo.add_argument(
         "--example",
@@ -137,7 +143,14 @@ def dense_layer() -> DemoModel:
         dims=(f"{lo}:{hi}",),
         timed=f"x[T,{DENSE_HIDDEN}] @ w[{DENSE_HIDDEN},{DENSE_HIDDEN}]",
         checked="{}",
+        formula=Reference("numpy (float64)", dense_reference),
     )
+
+
+def dense_reference(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """x @ w in float64: the yardstick both builds are checked against."""
+    x, w = inputs
+    return [np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64)]
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

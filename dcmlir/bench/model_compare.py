@@ -5,7 +5,7 @@ tuned build (``dcmlir.compile`` with a plan) and IREE's default build of the sam
 module are timed by the :class:`~dcmlir.measure.runner.Runner`, the one timing path:
 one supervised worker process on one device; at each ``T`` every output is
 checked against a reference and the variants are timed side by side, interleaved
-in rounds (DESIGN.md section 4), largest ``T`` first as a warm-up. The reference
+in rounds (docs/design.md, section 4), largest ``T`` first as a warm-up. The reference
 outputs are computed here, in the parent, and sent to the worker with the inputs:
 the generated encoder's float64 numpy model, or the same encoder in torch (then
 torch eager is also timed, in the worker, with the thread count of the IREE
@@ -130,7 +130,7 @@ class Reference:
 
 
 def reference_for(
-    kind: str,
+    kind: str | Reference,
     text: str,
     default: LoadedFunction,
     threads: int,
@@ -139,8 +139,11 @@ def reference_for(
     """The reference ``kind`` (see :data:`REFERENCES`) for the module ``text``.
 
     ``config``: the :class:`~dcmlir.models.bert.EncoderConfig` the module was
-    generated from, when the caller knows it (else it is read from the module).
+    generated from, when the caller knows it (else it is read from the module). A
+    :class:`Reference` is the caller's own (a float64 formula of a single op, say).
     """
+    if isinstance(kind, Reference):
+        return kind
     if kind not in REFERENCES:
         raise ModelRunError(f"--reference: '{kind}' is not one of {', '.join(REFERENCES)}")
     config = config if config is not None else encoder_config(text)
@@ -364,7 +367,7 @@ def run_model(
     *,
     function: str = "main",
     parameters: ParameterFile | None = None,
-    reference: str = "auto",
+    reference: str | Reference = "auto",
     device: str = "local-sync",
     settings: MeasureSettings | None = None,
     progress: Callable[[int], None] | None = None,

@@ -3,8 +3,8 @@
 Each variant (a workload and its :class:`~dcmlir.space.candidates.TileLevels`) becomes one
 named sequence in one library module: workgroup tiling into an ``scf.forall``
 mapped to workgroups, micro-kernel tiling, padding to the static micro-kernel
-shape, vectorization, bufferization, vector lowering (DESIGN.md, "The two faces
-of a micro-kernel schedule", face 2).
+shape, vectorization, bufferization, vector lowering (docs/design.md,
+section 2, "The two faces of a schedule", face 2, and section 3).
 
 How a dispatch picks its sequence (IREE 3.13): the kernel op carries a
 ``compilation_info`` whose ``translation_info`` names the pipeline

@@ -8,8 +8,8 @@ clean up). The tuner varies the first and never touches the second.
 The script tiles each target op into micro-kernels with ``tile_using_forall``
 over its parallel loops (batch, M, N) and ``tile_using_for`` over its
 reductions (K), then pads every tile to the static micro-kernel shape, so the
-result shows one static linalg op per micro-kernel region (DESIGN.md, "The two
-faces of a micro-kernel schedule", face 1).
+result shows one static linalg op per micro-kernel region (docs/design.md,
+section 2, "The two faces of a schedule", face 1).
 """
 
 from __future__ import annotations

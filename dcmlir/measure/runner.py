@@ -6,7 +6,7 @@ order, baselines) runs here in the parent; the worker only loads variants
 sample per request. Every request has a time limit: a variant that hangs or
 kills the worker becomes a failed measurement, the worker is restarted, and
 the other variants go on. All variants of a shape are timed by the same worker
-process, interleaved (DESIGN.md section 4).
+process, interleaved (docs/design.md, section 4).
 
 The reference outputs are a float64 einsum the worker computes, or, for a whole
 model, whatever the parent computes (:attr:`ShapeProblem.reference`) and sends

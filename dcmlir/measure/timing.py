@@ -1,4 +1,4 @@
-"""Timing that survives a shared, noisy machine (DESIGN.md section 4).
+"""Timing that survives a shared, noisy machine (docs/design.md, section 4).
 
 The pieces, smallest first:
 

@@ -12,7 +12,7 @@ shapes). The file is the interface between tuning runs, processes and tools:
 - :meth:`RecordDatabase.load` skips and reports (``problems`` plus one warning
   on the ``dcmlir.records.database`` logger) every line it cannot read, never fails;
 - a failed build or run is a record with ``median = inf``, its error text and its
-  failure kind (DESIGN.md section 4), so a resumed run does not retry it and the
+  failure kind (docs/design.md, section 4), so a resumed run does not retry it and the
   search can treat it as infinitely slow.
 
 The tuning questions (:meth:`RecordDatabase.top_k` and friends) filter here and

@@ -1,4 +1,4 @@
-"""Shape-generic search (DietCode, DESIGN.md 1.2-1.4) under a measurement budget.
+"""Shape-generic search (DietCode; docs/design.md, section 7) under a measurement budget.
 
 1. Measure every candidate once, on its cherry-picked shape (where its
    padding and occupancy are best), and fit the cost model.
