@@ -4,7 +4,7 @@ For each workload of ``benchmarks/bert_workloads.py`` (T dynamic in 1..128):
 
 1. tune it (``dcmlir.tune``, budget ``--budget``), keeping the measurements and
    wall time of the search;
-2. ``dcmlir.bench.run`` it: the dispatched module, IREE's default, IREE per static
+2. ``dcmlir bench`` it: the dispatched module, IREE's default, IREE per static
    shape, IREE's specialization_ranges, the per-shape oracle, bucketing, numpy
    and torch, side by side at the suite's shapes (docs/design.md, section 4);
 3. tuning cost: per-shape exhaustive tuning of the same space at DietCode's 8
@@ -51,7 +51,7 @@ from dcmlir.bench import (
 )
 from dcmlir.dispatch import Plan
 from dcmlir.driver import load_workloads
-from dcmlir.ir.iree import compiler_version
+from dcmlir.ir.iree import versions
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
@@ -231,7 +231,7 @@ def report(names: list[str]) -> str:
         BEGIN,
         "## Every baseline, side by side: the six BERT-base workloads (issue 5)",
         "",
-        f"Machine: {target.describe()}; IREE {compiler_version()}. T dynamic in 1..128 (both T"
+        f"Machine: {target.describe()}; IREE {versions()['iree']}. T dynamic in 1..128 (both T"
         " of the attention batch matmuls equal), f32. Each workload is tuned by `dcmlir tune`"
         " (budget per workload below), then `dcmlir bench` compiles every baseline and times"
         " them in one process, interleaved per T (largest T first, 4 random input sets rotated,"

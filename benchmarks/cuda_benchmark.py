@@ -206,7 +206,7 @@ def run_workload(name: str, text: str, args: argparse.Namespace, target: Any) ->
 def environment(args: argparse.Namespace, target: Any) -> dict:
     import torch
 
-    from dcmlir.ir.iree import compiler_version
+    from dcmlir.ir.iree import versions
 
     props = torch.cuda.get_device_properties(0)
     return {
@@ -214,7 +214,7 @@ def environment(args: argparse.Namespace, target: Any) -> dict:
         "sm_count": props.multi_processor_count,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "iree": compiler_version(),
+        **versions(),
         "python": platform.python_version(),
         "target": target.key(),
         "commit": args.commit,

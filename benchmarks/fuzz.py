@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from dcmlir.build.compiler import BuildCache  # noqa: E402
-from dcmlir.ir.iree import compiler_version  # noqa: E402
+from dcmlir.ir.iree import versions  # noqa: E402
 
 
 @dataclass
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["python", "benchmarks/fuzz.py", *(argv or sys.argv[1:])]),
             "minutes": round(elapsed / 60, 2),
             "seeds": [args.seed, args.seed + round_number - 1],
-            "iree": compiler_version(),
+            **versions(),
             "properties": rows,
         }
         args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -35,7 +35,7 @@ from pathlib import Path
 import dcmlir
 from dcmlir.bench.model_compare import ModelRun, run_model
 from dcmlir.driver import compile_default
-from dcmlir.ir.iree import compiler_version
+from dcmlir.ir.iree import versions
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.models import BERT_BASE, generate_encoder, save_model
 from dcmlir.target import CpuTarget
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> dict:
     shares = graph.shares()
     return {
         "commit": commit(),
-        "iree": compiler_version(),
+        **versions(),
         "model": config.describe(),
         "layers": config.layers,
         "command": f"{COMMAND} --layers {args.layers} --budget {args.budget}",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dcmlir.build.batch import Builder
 from dcmlir.build.routes import route_named
-from dcmlir.ir.iree import compiler_version
+from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
@@ -108,7 +108,7 @@ def markdown(
         f" {args.rounds} rounds of >= {args.min_time:g} s samples, `local-sync`, one thread)."
         " Every output was checked against numpy first.",
         "",
-        f"Machine: {target.describe()}; IREE {compiler_version()};"
+        f"Machine: {target.describe()}; IREE {versions()['iree']};"
         f" Python {platform.python_version()}.",
         "",
         "Reproduce (a few minutes per route; results resume from the records file):",

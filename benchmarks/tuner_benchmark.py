@@ -34,7 +34,7 @@ from bert_workloads import workloads as bert_workloads
 import dcmlir
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import KernelVariant, input_shapes, kernel_module_text
-from dcmlir.ir.iree import compiler_version
+from dcmlir.ir.iree import versions
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings
@@ -262,7 +262,7 @@ def markdown(
         "## The tuner on the six BERT-base workloads (issue 4)",
         "",
         f"T dynamic in 1..128, f32, llvm-cpu, `local-sync` (one thread); {target.describe()};"
-        f" IREE {compiler_version()}. Tuning budget {args.budget} measurements per workload."
+        f" IREE {versions()['iree']}. Tuning budget {args.budget} measurements per workload."
         " Side by side in one process, interleaved per T: IREE's default compilation of the"
         " module, the dcmlir-dispatched module, and on the oracle's sample of"
         f" {len(ORACLE_T)} T (1..8, 128 and others) the best of all {len(space_for(target))}"

@@ -245,6 +245,6 @@ def test_generic_with_k_before_a_parallel_loop_builds() -> None:
     IREE's InterchangeGenericOps moves reduction loops innermost before codegen reads the
     ``compilation_info``, whose per-loop sizes were written for the original order:
     "expected only parallel dims to be set in the distribution tiling level". Fixed by
-    writing the sizes in codegen's order (``dcmlir.space.candidates.codegen_order``).
+    writing the sizes in codegen's order (``dcmlir.space.codegen_order``).
     """
     fs.check_compiled(K_FIRST, _spec("cpu:wg8x128:v1x16:k8"))

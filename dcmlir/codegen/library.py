@@ -1,6 +1,6 @@
 """Route (a): whole-dispatch codegen by a transform-dialect library on llvm-cpu.
 
-Each variant (a workload and its :class:`~dcmlir.space.candidates.TileLevels`) becomes one
+Each variant (a workload and its :class:`~dcmlir.space.TileLevels`) becomes one
 named sequence in one library module: workgroup tiling into an ``scf.forall``
 mapped to workgroups, micro-kernel tiling, padding to the static micro-kernel
 shape, vectorization, bufferization, vector lowering (docs/design.md,
