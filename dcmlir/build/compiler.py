@@ -21,12 +21,12 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from dcmlir.ir.iree import STDIN_NAME, run_compile, versions
+from dcmlir.ir.iree import STDIN_NAME, CompilerRun, run_compile, versions
 
 __all__ = [
     "TARGETS",
@@ -58,6 +58,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "cuda": ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"),
 }
 """The flags that select each target; ``extra_flags`` come after them."""
+
+Compiler = Callable[[str, Sequence[str], float | None], CompilerRun]
+"""How ``iree-compile`` is run: :func:`dcmlir.ir.iree.run_compile`, or a test's stand-in."""
 
 CACHE_ENV = "DCMLIR_CACHE_DIR"
 _MAX_ERROR_LINES = 12
@@ -318,13 +321,15 @@ def build(
     source_name: str = "<input>",
     timeout: float | None = None,
     uncached_flags: Sequence[str] = (),
+    compiler: Compiler = run_compile,
 ) -> Build:
     """Compile ``mlir_text`` for ``target``; a cached result when the key matches.
 
     Raises :class:`BuildError` with IREE's diagnostics (locations name
     ``source_name``) when ``iree-compile`` fails or runs past ``timeout`` seconds.
     ``uncached_flags`` reach iree-compile but not the cache key: where to dump
-    intermediates, which does not change the compiled bytes.
+    intermediates, which does not change the compiled bytes. ``compiler`` runs
+    ``iree-compile`` (a seam for tests: a fake crash, or proof that a cache hit compiles nothing).
     """
     flags = (*flags_of(target), *extra_flags)
     key = cache_key(mlir_text, flags)
@@ -336,7 +341,7 @@ def build(
             return Build(found[0], key, cached=True, seconds=0.0, log=found[1])
     start = time.perf_counter()
     try:
-        result = run_compile(mlir_text, (*flags, *uncached_flags), timeout)
+        result = compiler(mlir_text, (*flags, *uncached_flags), timeout)
     except subprocess.TimeoutExpired:
         raise BuildError(f"iree-compile ran past the {timeout:g} s time limit") from None
     seconds = time.perf_counter() - start

@@ -19,6 +19,7 @@ from dcmlir.build.compiler import (
     Build,
     BuildCache,
     BuildError,
+    Compiler,
     cache_key,
     default_cache,
     scratch_directory,
@@ -158,6 +159,7 @@ def build_td(
     timeout: float | None = None,
     keep_dir: Path | None = None,
     library_text: str | None = None,
+    compiler: Compiler = run_compile,
 ) -> Build:
     """Compile ``mlir_text`` (ops annotated by :func:`annotate_for_library`) with the library.
 
@@ -182,10 +184,12 @@ def build_td(
             return Build(found[0], key, cached=True, seconds=0.0, log=found[1])
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)
-        build = _compile(mlir_text, library, names, base, keep_dir, key, timeout)
+        build = _compile(mlir_text, library, names, base, keep_dir, key, timeout, compiler)
     else:
         with scratch_directory("td") as scratch:
-            build = _compile(mlir_text, library, names, base, Path(scratch), key, timeout)
+            build = _compile(
+                mlir_text, library, names, base, Path(scratch), key, timeout, compiler
+            )
     if store is not None:
         store.store(key, build.vmfb, build.log)
     return build
@@ -199,6 +203,7 @@ def _compile(
     workdir: Path,
     key: str,
     timeout: float | None,
+    compiler: Compiler,
 ) -> Build:
     library_path = workdir / LIBRARY_FILE
     library_path.write_text(library, encoding="utf-8")
@@ -206,7 +211,7 @@ def _compile(
     flags = [*base, *td_flags(library_path, dump_dir)]
     start = time.perf_counter()
     try:
-        result = run_compile(mlir_text, flags, timeout)
+        result = compiler(mlir_text, flags, timeout)
     except subprocess.TimeoutExpired:
         raise RouteError(f"iree-compile ran past the {timeout:g} s time limit") from None
     seconds = time.perf_counter() - start
