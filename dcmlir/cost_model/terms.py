@@ -200,7 +200,7 @@ class OccupancyCurve:
 
 
 HARD_CURVE = OccupancyCurve(1.0, 1.0)
-"""``occ = G / (ceil(G/P) * P)``, the formula of docs/design.md section 1."""
+"""``occ = G / (ceil(G/P) * P)``, the formula of docs/design.md section 6."""
 T4_PRIOR = OccupancyCurve()
 """DietCode's T4 fit; the prior the model starts from until it can calibrate its own."""
 
