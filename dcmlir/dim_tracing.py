@@ -68,7 +68,8 @@ def trace_dim(
     producer = value.owner.operation
     name = producer.name
     if name == "tensor.empty":
-        return _trace_empty_dim(producer, value, dim, origin, depth)
+        # its operands are exactly the result's dynamic sizes, in order
+        return _trace_sized_dim(value, dim, list(producer.operands), origin, depth)
     if name in _SAME_SHAPE_OPS:
         return trace_dim(producer.operands[value.result_number], dim, origin, depth + 1)
     if name in _SIZED_BY_OPERANDS:
@@ -163,17 +164,6 @@ def _trace_collapsed_dim(
         position = next(i for i, s in zip(groups[dim], sizes, strict=True) if s == dynamic)
         return trace_dim(source, position, origin, depth + 1)
     return origin
-
-
-def _trace_empty_dim(
-    empty: ir.Operation, value: ir.Value, dim: int, origin: DimOrigin, depth: int
-) -> DimOrigin:
-    shape = value.type.shape
-    dynamic = ir.ShapedType.get_dynamic_size()
-    if shape[dim] != dynamic:
-        return origin
-    size_index = sum(1 for s in shape[:dim] if s == dynamic)
-    return trace_index(empty.operands[size_index], origin, depth + 1)
 
 
 def trace_index(value: ir.Value, origin: DimOrigin | None = None, depth: int = 0) -> DimOrigin:

@@ -25,11 +25,13 @@ __all__ = [
     "CandidateError",
     "DefaultCandidate",
     "TileLevels",
+    "TiledCandidate",
     "balanced_split",
     "check_sizes",
     "codegen_order",
     "int_list",
     "is_power_of_two",
+    "level_list",
     "per_loop",
 ]
 
@@ -99,6 +101,11 @@ def int_list(sizes: tuple[int, ...]) -> str:
     return f"[{', '.join(map(str, sizes))}]"
 
 
+def level_list(workload: Workload, level: tuple[int, ...]) -> str:
+    """One tile level as IREE prints it in a lowering config: codegen loop order, MLIR list."""
+    return int_list(codegen_order(workload, level))
+
+
 def check_sizes(obj: object, names: tuple[str, ...]) -> None:
     """Raise :class:`CandidateError` unless every named field is a positive integer."""
     for name in names:
@@ -118,6 +125,32 @@ def balanced_split(repeats: int) -> tuple[int, int]:
 def is_power_of_two(value: int) -> bool:
     """Menus only repeat a tile a power-of-two number of times."""
     return value > 0 and value & (value - 1) == 0
+
+
+class TiledCandidate:
+    """What the tiled kinds share: :meth:`validate` from ``problems``, the op's attributes."""
+
+    def key(self) -> str:
+        """The candidate's stable name; each kind defines it."""
+        raise NotImplementedError
+
+    def problems(self, target: Target | None = None) -> list[str]:
+        """Every broken rule; each kind defines it."""
+        raise NotImplementedError
+
+    def compilation_info(self, workload: Workload) -> str:
+        """The op's ``compilation_info``; each kind defines it."""
+        raise NotImplementedError
+
+    def validate(self, target: Target | None = None) -> None:
+        """Raise :class:`CandidateError` listing every broken rule."""
+        found = self.problems(target)
+        if found:
+            raise CandidateError(f"{self.key()}: {'; '.join(found)}")
+
+    def op_attributes(self, workload: Workload) -> str:
+        """The op's attribute dict carrying :meth:`compilation_info`."""
+        return f"{{compilation_info = {self.compilation_info(workload)}}}"
 
 
 # --- IREE's default ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ every kernel of the menu below that fits the target's registers and L2
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -16,12 +17,12 @@ from dcmlir.space.candidate import (
     ELEMENT_BYTES,
     CandidateError,
     DefaultCandidate,
+    TiledCandidate,
     TileLevels,
     balanced_split,
     check_sizes,
-    codegen_order,
-    int_list,
     is_power_of_two,
+    level_list,
     per_loop,
 )
 from dcmlir.target import CpuTarget, Target
@@ -48,7 +49,7 @@ CPU_OPERAND_REGISTERS = 1
 
 
 @dataclass(frozen=True)
-class CpuCandidate:
+class CpuCandidate(TiledCandidate):
     """An ``llvm-cpu`` micro-kernel for IREE's ``DoubleTilingExpert`` pipeline, in roles.
 
     ``workgroup_*``: the tile of one workgroup (``distribution``);
@@ -136,12 +137,6 @@ class CpuCandidate:
             )
         return found
 
-    def validate(self, target: Target | None = None) -> None:
-        """Raise :class:`CandidateError` listing every broken rule."""
-        found = self.problems(target)
-        if found:
-            raise CandidateError(f"{self.key()}: {'; '.join(found)}")
-
     def accumulator_registers(self, target: CpuTarget) -> int:
         return math.ceil(self.vector_m * self.vector_n / target.lanes)
 
@@ -174,9 +169,7 @@ class CpuCandidate:
         """
         self.validate()
         levels = self.levels(workload)
-
-        def sizes(level: tuple[int, ...]) -> str:
-            return int_list(codegen_order(workload, level))
+        sizes = functools.partial(level_list, workload)
 
         parts = []
         if levels.cache is not None:
@@ -195,9 +188,6 @@ class CpuCandidate:
             "translation_info = #iree_codegen.translation_info<pipeline = "
             "#iree_cpu.pipeline<DoubleTilingExpert>, {enable_loop_peeling}>>"
         )
-
-    def op_attributes(self, workload: Workload) -> str:
-        return f"{{compilation_info = {self.compilation_info(workload)}}}"
 
     def features(self, target: Target | None = None) -> dict[str, float]:
         """Shape-independent numbers for the throughput model; register use given a target."""

@@ -8,6 +8,7 @@ menu below within the target's threads, shared memory and registers
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -16,12 +17,13 @@ from dcmlir.space.candidate import (
     ELEMENT_BYTES,
     CandidateError,
     DefaultCandidate,
+    TiledCandidate,
     TileLevels,
     balanced_split,
     check_sizes,
-    codegen_order,
     int_list,
     is_power_of_two,
+    level_list,
     per_loop,
 )
 from dcmlir.target import CudaTarget, Target
@@ -46,7 +48,7 @@ CUDA_REGISTER_OVERHEAD = 16
 
 
 @dataclass(frozen=True)
-class CudaCandidate:
+class CudaCandidate(TiledCandidate):
     """A ``cuda`` micro-kernel for IREE's ``TileAndFuse`` pipeline, in roles.
 
     ``workgroup_*``: the block's output tile; ``thread_*``: one thread's tile
@@ -165,12 +167,6 @@ class CudaCandidate:
             )
         return found
 
-    def validate(self, target: Target | None = None) -> None:
-        """Raise :class:`CandidateError` listing every broken rule."""
-        found = self.problems(target)
-        if found:
-            raise CandidateError(f"{self.key()}: {'; '.join(found)}")
-
     def levels(self, workload: Workload) -> TileLevels:
         return TileLevels(
             workgroup=per_loop(workload, {BATCH: 1, M: self.workgroup_m, N: self.workgroup_n}),
@@ -182,9 +178,7 @@ class CudaCandidate:
         """The ``#iree_gpu.lowering_config``, keys in the order IREE prints them back."""
         self.validate()
         levels = self.levels(workload)
-
-        def sizes(level: tuple[int, ...]) -> str:
-            return int_list(codegen_order(workload, level))
+        sizes = functools.partial(level_list, workload)
 
         entries = []
         if self.promote:
@@ -204,9 +198,6 @@ class CudaCandidate:
             f"#iree_gpu.pipeline<TileAndFuse> workgroup_size = {size} "
             f"subgroup_size = {CUDA_SUBGROUP_SIZE}>>"
         )
-
-    def op_attributes(self, workload: Workload) -> str:
-        return f"{{compilation_info = {self.compilation_info(workload)}}}"
 
     def features(self, target: Target | None = None) -> dict[str, float]:
         """Shape-independent numbers for the throughput model; occupancy given a target."""
