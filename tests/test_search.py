@@ -7,76 +7,23 @@ without IREE and every run is exactly repeatable.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from helpers import DENSE
+from helpers import DENSE, dense_with_range
 
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.measure.loop import MeasureReport
-from dcmlir.records import Record, RecordDatabase
+from dcmlir.records import RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
-from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, space_for
+from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
-from dcmlir.workload import Workload, workloads, write_ranges
+from dcmlir.testing import FakeMeasurer
+from dcmlir.workload import workloads
 
 TARGET = CpuTarget()
-
-
-def dense_with_range(lo: int, hi: int) -> Workload:
-    with ir.Context():
-        module = parse_module(DENSE)
-        ((op, _),) = list(workloads(module.operation))
-        write_ranges(op, {0: (lo, hi)})
-        ((_, found),) = list(workloads(module.operation))
-    assert isinstance(found, Workload)
-    return found
-
-
-def quirk(key: str, shape: Shape) -> float:
-    """A deterministic factor in [1, 2): what measuring shows beyond the model."""
-    digest = hashlib.sha256(f"{key}:{shape}".encode()).digest()
-    return 1.0 + digest[0] / 256
-
-
-class FakeMeasurer:
-    """Answers measure_pairs from a formula and appends real records to a real database."""
-
-    def __init__(self, workload: Workload, db: RecordDatabase) -> None:
-        self.workload = workload
-        self.db = db
-        self.truth = TrivialCostModel(workload, TARGET, seed=7)
-        self.timed: list[tuple[str, Shape]] = []
-
-    def time(self, candidate: Candidate, shape: Shape) -> float:
-        return float(self.truth.predict([candidate], [shape])[0, 0]) * quirk(candidate.key(), shape)
-
-    def measure_pairs(self, pairs: Sequence[tuple[Candidate, Shape]]) -> MeasureReport:
-        report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
-        known = {(r.candidate_key, r.shape): r for r in self.db.records(self.workload.key)}
-        for candidate, shape in pairs:
-            record = known.get((candidate.key(), shape))
-            if record is None:
-                seconds = self.time(candidate, shape)
-                record = Record.measurement(
-                    workload=self.workload,
-                    target=TARGET,
-                    candidate=candidate,
-                    route="config",
-                    dims={0: shape[0]},
-                    times=[seconds],
-                )
-                self.db.append(record)
-                self.timed.append((candidate.key(), shape))
-                report.measured += 1
-            report.records[(candidate.key(), shape)] = record
-        return report
 
 
 def run_search(
