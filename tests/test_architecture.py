@@ -89,9 +89,7 @@ def test_library_modules_stay_small() -> None:
 def test_library_does_not_cite_the_outside_brief() -> None:
     """The design is docs/design.md, inside the repository."""
     citing = [
-        str(path.relative_to(ROOT))
-        for path in library_modules()
-        if "DESIGN.md" in path.read_text()
+        str(path.relative_to(ROOT)) for path in library_modules() if "DESIGN.md" in path.read_text()
     ]
     assert not citing, citing
 

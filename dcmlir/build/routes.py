@@ -67,8 +67,6 @@ class Route(Protocol):
         ...
 
 
-
-
 class ConfigRoute:
     """Tile sizes as ``compilation_info``; IREE's default candidate carries nothing."""
 

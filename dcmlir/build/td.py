@@ -187,9 +187,7 @@ def build_td(
         build = _compile(mlir_text, library, names, base, keep_dir, key, timeout, compiler)
     else:
         with scratch_directory("td") as scratch:
-            build = _compile(
-                mlir_text, library, names, base, Path(scratch), key, timeout, compiler
-            )
+            build = _compile(mlir_text, library, names, base, Path(scratch), key, timeout, compiler)
     if store is not None:
         store.store(key, build.vmfb, build.log)
     return build

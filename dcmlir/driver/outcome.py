@@ -97,4 +97,3 @@ class TuneReport:
                 shapes = sum(1 for s in plan.shapes if s.kernel == index)
                 out.append(f"  kernel {index}: {kernel.candidate_key} ({shapes} shapes)")
         return out
-

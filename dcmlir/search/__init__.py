@@ -1,2 +1,1 @@
-"""The shape-generic search and the budget split over a model's workloads.
-"""
+"""The shape-generic search and the budget split over a model's workloads."""
