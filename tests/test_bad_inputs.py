@@ -332,3 +332,24 @@ def test_a_workload_whose_every_measurement_failed_is_not_planned(tmp_path: Path
     )
     search.measured[("cpu:x", (4,))] = 1e-4
     assert _nothing_ran(workload, search, db, CpuTarget()) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "soon"])
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("tune", "--min-time"),
+        ("tune", "--timeout"),
+        ("measure", "--timeout"),
+        ("bench", "--min-time"),
+    ],
+)
+def test_times_in_seconds_are_finite_and_positive(files, capsys, command, option, value) -> None:
+    """``--min-time inf`` was accepted: every request then ran to its 60 s time limit."""
+    extra = {"tune": ["--db", files.db, "-o", files.out], "measure": ["--db", files.db]}
+    extra["bench"] = ["--plan", files.plan]
+    code, _, err = run(capsys, command, files.dense, *extra[command], f"{option}={value}")
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith(f"dcmlir: error: argument {option}: '{value}' ")
+    assert not Path(files.out).exists() and not Path(files.db).exists()

@@ -182,6 +182,9 @@ def test_objects_give_keys_and_workload_gives_space():
         ({"kind": "guess"}, "kind 'guess'"),
         ({"space": (18, 768, 768)}, "disagree"),
         ({"median": math.inf}, "finite median"),
+        ({"median": 0.0}, "median > 0"),
+        ({"times": (0.0,), "median": 0.0}, "median > 0"),
+        ({"times": (1.0, 0.0)}, "seconds > 0"),
         ({"times": ()}, "needs times"),
         ({"times": (math.nan,)}, "finite"),
         ({"error": "boom"}, "no times"),
@@ -194,6 +197,15 @@ def test_invalid_records_are_refused(change, message):
     fields = {name: getattr(make(), name) for name in make().__dataclass_fields__}
     with pytest.raises(ValueError, match=message):
         Record(**{**fields, **change})
+
+
+def test_a_zero_time_on_disk_is_skipped_not_fatal(tmp_path: Path) -> None:
+    """One ``median: 0.0`` line made every later tune fail (log(0) in the search)."""
+    good = make()
+    zero = json.dumps({**good.to_json(), "median": 0.0, "times": [0.0]})
+    path = tmp_path / "r.jsonl"
+    path.write_text(good.to_line() + "\n" + zero + "\n")
+    assert RecordDatabase(path).load() == [good]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from dcmlir.bench import (
 from dcmlir.measure.loop import NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.shapes import SHAPES_GRAMMAR
-from dcmlir.tools.common import CliError, shapes_option, user_error
+from dcmlir.tools.common import CliError, seconds, shapes_option, user_error
 
 BASELINE_HELP = "; ".join(f"{name}: {text}" for name, text in BASELINES.items())
 
@@ -62,14 +62,14 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(use one file per --device)",
     )
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
-    parser.add_argument("--min-time", type=float, default=0.05, metavar="S")
+    parser.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--buckets",
         default=",".join(map(str, DEFAULT_BUCKETS)),
         help="bucket sizes of the bucketing baseline (%(default)s)",
     )
-    parser.add_argument("--oracle-min-time", type=float, default=0.01, metavar="S")
+    parser.add_argument("--oracle-min-time", type=seconds, default=0.01, metavar="S")
     parser.add_argument("--oracle-rounds", type=int, default=2)
     parser.add_argument(
         "--oracle-candidates",
@@ -78,7 +78,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="N",
         help="oracle and bucketing over N candidates spread over the space (default 0: all)",
     )
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per request")
+    parser.add_argument("--timeout", type=seconds, default=60.0, metavar="S", help="per request")
     parser.set_defaults(run=run)
     return parser
 

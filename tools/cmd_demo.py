@@ -23,7 +23,7 @@ from dcmlir.ir.iree import ParameterFile
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.models import BERT_BASE, EncoderConfig, generate_encoder, save_model
 from dcmlir.shapes import SHAPES_GRAMMAR
-from dcmlir.tools.common import PROG, CliError, example_path, sizes_option
+from dcmlir.tools.common import PROG, CliError, example_path, seconds, sizes_option
 
 EXAMPLES = ("bert", "dense")
 DEMO_BUDGET = 240
@@ -100,7 +100,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--min-time",
-        type=float,
+        type=seconds,
         default=0.05,
         metavar="S",
         help="seconds per timing sample (default: %(default)s)",

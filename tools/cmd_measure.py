@@ -18,7 +18,7 @@ from dcmlir.records import DatabaseError, RecordDatabase
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.space import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
-from dcmlir.tools.common import CliError, list_workloads, read_input, shapes_option
+from dcmlir.tools.common import CliError, list_workloads, read_input, seconds, shapes_option
 from dcmlir.workload import Workload
 
 
@@ -60,9 +60,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--route", default="config", choices=("config", "td"))
     parser.add_argument("--db", required=True, metavar="records.jsonl", help="records file")
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
-    parser.add_argument("--min-time", type=float, default=0.05, metavar="S")
+    parser.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per request")
+    parser.add_argument("--timeout", type=seconds, default=60.0, metavar="S", help="per request")
     parser.add_argument("--top", type=int, default=0, metavar="N", help="print only the N best")
     parser.set_defaults(run=run)
     return parser

@@ -14,7 +14,7 @@ from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.target import Target
-from dcmlir.tools.common import PROG, CliError, read_input, sizes_option
+from dcmlir.tools.common import PROG, CliError, read_input, seconds, sizes_option
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,7 +59,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument(
         "--default-vmfb", default=None, metavar="default.vmfb", help="take this default build"
     )
-    run.add_argument("--min-time", type=float, default=0.05, metavar="S")
+    run.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     run.add_argument("--rounds", type=int, default=5)
     run.add_argument("--json", default=None, metavar="OUT.json", help="also write the rows here")
     run.set_defaults(run=run_model_command)

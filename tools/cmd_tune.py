@@ -11,7 +11,7 @@ from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.target import CudaTarget
-from dcmlir.tools.common import CliError, user_error
+from dcmlir.tools.common import CliError, seconds, user_error
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,9 +52,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune.add_argument("--route", default="config", choices=("config", "td"))
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
-    tune.add_argument("--min-time", type=float, default=0.03, metavar="S")
+    tune.add_argument("--min-time", type=seconds, default=0.03, metavar="S")
     tune.add_argument("--rounds", type=int, default=3)
-    tune.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    tune.add_argument("--timeout", type=seconds, default=60.0, metavar="S")
     tune.add_argument(
         "--level",
         default="auto",

@@ -7,6 +7,8 @@ here imports a command module.
 
 from __future__ import annotations
 
+import argparse
+import math
 import re
 import sys
 from contextlib import suppress
@@ -39,6 +41,20 @@ class UsageError(CliError):
 
 
 _DIAGNOSTIC = re.compile(r"^[^\s:][^:]*(?::\d+:\d+)?: error: ")
+
+
+def seconds(text: str) -> float:
+    """An argparse type for a time in seconds: a finite number > 0 (not nan, inf or 0).
+
+    ``--min-time inf`` used to be accepted and every request then ran to its time limit.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"'{text}' must be a finite number of seconds > 0")
+    return value
 
 
 def user_error(message: str) -> CliError:

@@ -52,8 +52,8 @@ class RunnerSettings:
     drift_threshold: float = 0.10  # baseline after/before beyond +-10%: flagged
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0:
-            raise ValueError("timeout must be > 0 seconds")
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError("timeout must be a finite number of seconds > 0")
 
 
 @dataclass(frozen=True)

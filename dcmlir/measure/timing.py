@@ -59,8 +59,8 @@ class MeasureSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.min_time < 0 or self.warmup < 0:
-            raise ValueError("min_time and warmup must be >= 0 seconds")
+        if not all(math.isfinite(s) and s >= 0 for s in (self.min_time, self.warmup)):
+            raise ValueError("min_time and warmup must be finite numbers of seconds >= 0")
         if self.rounds < 1 or self.input_sets < 1:
             raise ValueError("rounds and input_sets must be >= 1")
 

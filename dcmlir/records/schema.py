@@ -145,8 +145,10 @@ class Record:
             if self.times or self.median != math.inf:
                 raise ValueError("a build record holds no timing: no times, infinite median")
             return
-        if not self.times or not math.isfinite(self.median) or self.median < 0:
-            raise ValueError("a successful measure record needs times and a finite median")
+        if not self.times or not math.isfinite(self.median) or self.median <= 0:
+            raise ValueError("a successful measure record needs times and a finite median > 0")
+        if not all(math.isfinite(t) and t > 0 for t in self.times):
+            raise ValueError("a measured time must be a finite number of seconds > 0")
 
     # --- construction ----------------------------------------------------------------------
 
