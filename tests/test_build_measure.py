@@ -127,12 +127,32 @@ def test_clear_empties_the_cache(tmp_path: Path) -> None:
 def test_clear_removes_td_libraries_and_a_killed_writers_temp_files(tmp_path: Path) -> None:
     cache = BuildCache(tmp_path)
     build(example("bert_dense.mlir"), cache=cache)
+    (key,) = [path.stem for path in cache.entries()]
     cache.td_dir.mkdir()
-    (cache.td_dir / "0123abcd.mlir").write_text("module {}")
-    (cache.builds_dir / ".abc.vmfb.x1y2z3").write_bytes(b"half a modu")  # kill -9 mid-store
+    (cache.td_dir / "0123456789abcdef01234567.mlir").write_text("module {}")
+    (cache.builds_dir / f".{key}.vmfb.x1y2z3").write_bytes(b"half a modu")  # kill -9 mid-store
     assert cache.size_bytes() == sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
     assert cache.clear() == 1
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == [] and cache.size_bytes() == 0
+
+
+def test_clear_removes_only_what_dcmlir_wrote(tmp_path: Path) -> None:
+    """A cache directory pointed at a folder with the user's files keeps them."""
+    cache = BuildCache(tmp_path)
+    build(example("bert_dense.mlir"), cache=cache)
+    ours = cache.entries()
+    cache.td_dir.mkdir()
+    theirs = [
+        tmp_path / "notes.txt",
+        cache.builds_dir / "model.vmfb",
+        cache.builds_dir / "README.log",
+        cache.td_dir / "schedule.mlir",
+    ]
+    for path in theirs:
+        path.write_text("the user's")
+    assert cache.entries() == ours and len(ours) == 1
+    assert cache.clear() == 1
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted(theirs)
 
 
 def dead_pid() -> int:

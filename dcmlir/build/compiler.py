@@ -174,7 +174,11 @@ class BuildCache:
     def entries(self) -> list[Path]:
         if not self.builds_dir.is_dir():
             return []
-        return sorted(self.builds_dir.glob("*.vmfb"))
+        return sorted(
+            path
+            for path in self.builds_dir.glob("*.vmfb")
+            if path.is_file() and _BUILD_FILE.match(path.name)
+        )
 
     @property
     def td_dir(self) -> Path:
@@ -182,11 +186,19 @@ class BuildCache:
         return self.directory / "td"
 
     def _files(self) -> list[Path]:
-        """Every file the cache holds: modules, logs, td libraries, a killed writer's temp."""
+        """Every file dcmlir wrote here: modules, logs, td libraries, a killed writer's temp.
+
+        Only names dcmlir gives are counted (and cleared): a cache directory pointed at a
+        folder that holds other files keeps them.
+        """
         found: list[Path] = []
-        for directory in (self.builds_dir, self.td_dir):
+        for directory, pattern in ((self.builds_dir, _BUILD_FILE), (self.td_dir, _TD_FILE)):
             if directory.is_dir():
-                found += [path for path in directory.iterdir() if path.is_file()]
+                found += [
+                    path
+                    for path in directory.iterdir()
+                    if path.is_file() and not path.is_symlink() and pattern.match(path.name)
+                ]
         return found
 
     def size_bytes(self) -> int:
@@ -198,6 +210,12 @@ class BuildCache:
         for path in self._files():
             path.unlink(missing_ok=True)
         return removed
+
+
+_BUILD_FILE = re.compile(r"^\.?[0-9a-f]{64}\.(vmfb|log)(\.[A-Za-z0-9_]+)?$")
+"""``KEY.vmfb``, ``KEY.log`` (KEY: a sha256), and ``.KEY.vmfb.XXXX``, a killed writer's temp."""
+_TD_FILE = re.compile(r"^[0-9a-f]{24}\.mlir$")
+"""A td library, named by the first 24 hex digits of its content's sha256."""
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
