@@ -353,3 +353,43 @@ def test_times_in_seconds_are_finite_and_positive(files, capsys, command, option
     line = one_line(err)
     assert line.startswith(f"dcmlir: error: argument {option}: '{value}' ")
     assert not Path(files.out).exists() and not Path(files.db).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "first", "second"),
+    [
+        (["tune", "{dense}", "--db", "{tmp}/rec.jsonl", "-o", "{tmp}/rec.jsonl"], "-o", "--db"),
+        (
+            ["tune", "{dense}", "--db", "{tmp}/t.graph.json", "-o", "{tmp}/t.json"],
+            "the workload graph beside -o",
+            "--db",
+        ),
+        (["tune", "{dense}", "--db", "{dense}"], "--db", "INPUT"),
+        (["measure", "{dense}", "--shapes", "1", "--db", "{dense}"], "--db", "INPUT"),
+        (["compile", "{dense}", "--plan", "{plan}", "-o", "{dense}"], "-o", "INPUT"),
+        (
+            [
+                "compile",
+                "{dense}",
+                "--plan",
+                "{plan}",
+                "-o",
+                "{tmp}/x.vmfb",
+                "--emit-mlir",
+                "{plan}",
+            ],
+            "--emit-mlir",
+            "--plan",
+        ),
+    ],
+)
+def test_no_command_writes_over_its_own_inputs_or_outputs(files, capsys, args, first, second):
+    """Each of these used to exit 0 with the input, the records or the plan replaced."""
+    before = {path: Path(path).read_bytes() for path in (files.dense, files.plan)}
+    argv = [a.format(dense=files.dense, plan=files.plan, tmp=files.tmp) for a in args]
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    line = one_line(err)
+    assert line.startswith(f"dcmlir: error: {first} and {second} name the same file "), line
+    assert {path: Path(path).read_bytes() for path in before} == before
+    assert not (files.tmp / "rec.jsonl").exists() and not (files.tmp / "t.graph.json").exists()

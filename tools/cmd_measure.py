@@ -18,7 +18,14 @@ from dcmlir.records import DatabaseError, RecordDatabase
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.space import DefaultCandidate, select_candidates, space_for
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
-from dcmlir.tools.common import CliError, list_workloads, read_input, seconds, shapes_option
+from dcmlir.tools.common import (
+    CliError,
+    distinct_paths,
+    list_workloads,
+    read_input,
+    seconds,
+    shapes_option,
+)
 from dcmlir.workload import Workload
 
 
@@ -122,6 +129,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     shapes_option("--shapes", args.shapes, None)  # a malformed item fails before any work
     if args.min_time <= 0 or args.rounds < 1 or args.timeout <= 0:
         raise CliError("--min-time and --timeout must be > 0 and --rounds >= 1")
+    distinct_paths({"INPUT": args.input, "--db": args.db})
     try:
         target = make_target(args)
     except ValueError as error:

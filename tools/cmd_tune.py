@@ -10,8 +10,9 @@ from dcmlir.driver import TuneError, compile, tune
 from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
+from dcmlir.search.model_graph import graph_path_for
 from dcmlir.target import CudaTarget
-from dcmlir.tools.common import CliError, seconds, user_error
+from dcmlir.tools.common import CliError, distinct_paths, seconds, user_error
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -100,6 +101,14 @@ def _checked(args: argparse.Namespace) -> None:
         raise CliError("--arch applies to --target cuda only")
     if args.target == "cuda" and args.route == "td":
         raise CliError(TD_ON_CUDA)
+    distinct_paths(
+        {
+            "INPUT": args.input,
+            "--db": args.db,
+            "-o": args.output,
+            "the workload graph beside -o": graph_path_for(args.output),
+        }
+    )
 
 
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -167,6 +176,9 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Compile the module with the plan's dispatch."""
+    distinct_paths(
+        {"INPUT": args.input, "--plan": args.plan, "-o": args.output, "--emit-mlir": args.emit_mlir}
+    )
     try:
         result = compile(
             args.input,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from contextlib import suppress
@@ -55,6 +56,25 @@ def seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"'{text}' must be a finite number of seconds > 0")
     return value
+
+
+def distinct_paths(paths: dict[str, str | os.PathLike[str] | None]) -> None:
+    """Refuse two roles that name one file (``tune -o records.jsonl --db records.jsonl``).
+
+    ``paths`` maps what a file is (an option, or ``INPUT``) to its path; unset ones and
+    stdin (``-``) are skipped. Without this check an output silently replaced an input.
+    """
+    seen: dict[str, str] = {}
+    for role, path in paths.items():
+        if path is None or str(path) == "-":
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise CliError(
+                f"{role} and {seen[key]} name the same file '{path}': writing one would "
+                "destroy the other; give them different paths"
+            )
+        seen[key] = role
 
 
 def user_error(message: str) -> CliError:
