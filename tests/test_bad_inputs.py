@@ -393,3 +393,16 @@ def test_no_command_writes_over_its_own_inputs_or_outputs(files, capsys, args, f
     assert line.startswith(f"dcmlir: error: {first} and {second} name the same file "), line
     assert {path: Path(path).read_bytes() for path in before} == before
     assert not (files.tmp / "rec.jsonl").exists() and not (files.tmp / "t.graph.json").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "4294967296", "one"])
+def test_seeds_are_what_numpy_and_sklearn_take(files, capsys, value) -> None:
+    """``tune --seed -1`` measured everything, then failed in scikit-learn with a traceback."""
+    for args in (
+        ["tune", files.dense, "--db", files.db, "-o", files.out],
+        ["generate-bert", "-o", str(files.tmp / "bert.mlir")],
+    ):
+        code, _, err = run(capsys, *args, f"--seed={value}")
+        assert code == 2
+        assert one_line(err).startswith(f"dcmlir: error: argument --seed: '{value}' ")
+    assert not Path(files.db).exists() and not (files.tmp / "bert.mlir").exists()

@@ -23,7 +23,7 @@ from dcmlir.models import (
     save_model,
 )
 from dcmlir.shapes import parse_range
-from dcmlir.tools.common import CliError
+from dcmlir.tools.common import CliError, seed
 
 
 def _positive(text: str) -> int:
@@ -68,7 +68,7 @@ def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
         help="range of the sequence length T the module promises (default: 1:128)",
     )
     parser.add_argument(
-        "--seed", type=int, default=defaults.seed, help="weight seed (default: %(default)s)"
+        "--seed", type=seed, default=defaults.seed, help="weight seed (default: %(default)s)"
     )
 
 
@@ -200,7 +200,7 @@ def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
         metavar="LO:HI",
         help="range of the sequence length T (default: 1:128)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="weight seed (default: 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="weight seed (default: 0)")
     parser.add_argument(
         "--weights",
         default="params",

@@ -12,7 +12,7 @@ from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.search.model_graph import graph_path_for
 from dcmlir.target import CudaTarget
-from dcmlir.tools.common import CliError, distinct_paths, seconds, user_error
+from dcmlir.tools.common import CliError, distinct_paths, seconds, seed, user_error
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,7 +51,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune.add_argument("--db", default="records.jsonl", metavar="records.jsonl")
     tune.add_argument("-o", "--output", default="plan.json", metavar="plan.json")
     tune.add_argument("--route", default="config", choices=("config", "td"))
-    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--seed", type=seed, default=0)
     tune.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
     tune.add_argument("--min-time", type=seconds, default=0.03, metavar="S")
     tune.add_argument("--rounds", type=int, default=3)

@@ -58,6 +58,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def seed(text: str) -> int:
+    """An argparse type for a random seed: an integer in 0..2**32-1, what numpy and
+    scikit-learn accept (``--seed -1`` used to fail after the measuring, with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"'{text}' is not in 0..{2**32 - 1}")
+    return value
+
+
 def distinct_paths(paths: dict[str, str | os.PathLike[str] | None]) -> None:
     """Refuse two roles that name one file (``tune -o records.jsonl --db records.jsonl``).
 
