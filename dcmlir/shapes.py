@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SHAPES_GRAMMAR", "Shape", "parse_range", "parse_shapes"]
+__all__ = ["MAX_DIM", "SHAPES_GRAMMAR", "Shape", "parse_range", "parse_shapes"]
+
+MAX_DIM = 2**63 - 1
+"""The largest extent an MLIR ``index`` (64-bit on every target dcmlir builds for) holds."""
 
 Shape = tuple[int, ...]
 """The dynamic loops' values, in loop order."""
@@ -29,6 +32,8 @@ def parse_range(text: str) -> tuple[int, int]:
         raise ValueError(f"range '{text}' has a negative bound; dimensions are >= 0")
     if lo > hi:
         raise ValueError(f"range '{text}' is reversed; write {hi}:{lo}")
+    if hi > MAX_DIM:
+        raise ValueError(f"range '{text}': {hi} does not fit a 64-bit index (at most {MAX_DIM})")
     return lo, hi
 
 

@@ -185,6 +185,11 @@ def test_f16_checks_use_the_f16_tolerance() -> None:
         ("-3:5", "dcmlir: error: --dims: range '-3:5' has a negative bound; dimensions are >= 0"),
         ("a:b", "dcmlir: error: --dims: range 'a:b' is not LO:HI with integers, e.g. 1:128"),
         (
+            f"1:{2**63}",
+            f"dcmlir: error: --dims: range '1:{2**63}': {2**63} does not fit a 64-bit index"
+            f" (at most {2**63 - 1})",
+        ),
+        (
             "arg5.0=1:8",
             "{dense}: error: dims: arg5.0 is not a dynamic dimension of any function argument"
             " (dynamic ones: arg0.0)",
