@@ -167,8 +167,8 @@ class Session:
             if hold is not None:
                 held = self._wait_for(marker, process)
                 children = descendants(process.pid)
-                if how == signal.SIGKILL:
-                    os.kill(process.pid, signal.SIGKILL)  # the tuner only, as `kill -9 PID`
+                if how in (signal.SIGKILL, signal.SIGTERM):
+                    os.kill(process.pid, how)  # the tuner only, as `kill -9 PID` / `kill PID`
                 else:
                     os.killpg(process.pid, how)  # Ctrl-C reaches the whole foreground group
             stdout, stderr = process.communicate(timeout=180)
@@ -251,8 +251,9 @@ def test_killed_at_every_kind_of_point_and_resumed_reaches_the_uninterrupted_pla
 def test_real_timings_kill_9_and_ctrl_c_lose_nothing_and_measure_nothing_twice(
     tmp_path: Path,
 ) -> None:
-    """Real builds and timings: kill -9 and Ctrl-C (SIGINT to the process group, as a
-    terminal sends it: iree-compile and the measuring worker get it too) at several points;
+    """Real builds and timings: kill -9, Ctrl-C (SIGINT to the process group, as a
+    terminal sends it: iree-compile and the measuring worker get it too) and `kill PID`
+    (SIGTERM to the tuner only) at several points;
     no record lost or cut, no pair timed twice, no spurious failure, and the final plan is
     what the records give: one more run measures nothing and writes the same plan."""
     session = Session(tmp_path / "real", fake_times=False)
@@ -261,13 +262,14 @@ def test_real_timings_kill_9_and_ctrl_c_lose_nothing_and_measure_nothing_twice(
         ("sample:3", signal.SIGKILL),  # the worker holds the shape's modules
         ("append:2", signal.SIGKILL),  # between two records of one burst
         ("sample:2", signal.SIGINT),  # Ctrl-C during measurement
+        ("sample:2", signal.SIGTERM),  # `kill PID`: handled as Ctrl-C is
     ]
     seen = 0
     for hold, how in steps:
         run = session.tune(hold, how)
         assert run.held == hold
-        if how == signal.SIGINT:  # a clean exit: one line, code 130, scratch removed
-            assert run.returncode == 130, run.stderr
+        if how in (signal.SIGINT, signal.SIGTERM):  # a clean exit: one line, scratch removed
+            assert run.returncode == (130 if how == signal.SIGINT else 143), run.stderr
             assert INTERRUPTED.match(run.stderr.splitlines()[-1]), run.stderr
             assert "Traceback" not in run.stderr
             assert list(session.tmp.iterdir()) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -29,7 +30,9 @@ from dcmlir.tools.common import (
     CliError,
     DiagnosticsError,
     UsageError,
+    interrupted_status,
     list_workloads,
+    on_sigterm,
     read_input,
 )
 
@@ -175,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; user errors end as one line and an exit status, never a traceback."""
     out, err = sys.stdout, sys.stderr
     parser = build_parser()
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         args = parser.parse_args(_join_dash_values(sys.argv[1:] if argv is None else argv))
         if args.version:
@@ -201,9 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeFailure as error:
         print(f"{PROG}: error: {error}", file=err)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(f"{PROG}: interrupted", file=err)
-        return 130
+        return interrupted_status(stop)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,14 @@ from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.search.model_graph import graph_path_for
 from dcmlir.target import CudaTarget
-from dcmlir.tools.common import CliError, distinct_paths, seconds, seed, user_error
+from dcmlir.tools.common import (
+    CliError,
+    distinct_paths,
+    interrupted_status,
+    seconds,
+    seed,
+    user_error,
+)
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -146,13 +153,15 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return 0
     except (TuneError, DatabaseError) as error:
         raise user_error(str(error)) from None
-    except KeyboardInterrupt:  # Ctrl-C: every record is a whole line, so nothing is lost
+    except (
+        KeyboardInterrupt
+    ) as stop:  # Ctrl-C, SIGTERM: every record is a whole line, so nothing is lost
         print(
             f"dcmlir: interrupted; the records in {args.db} are kept: run the same command "
             "again to resume (nothing recorded is measured again)",
             file=err,
         )
-        return 130
+        return interrupted_status(stop)
     if not report.plan.workloads:
         left = (
             f" ({len(report.skipped)} dynamic op(s) left to IREE, below)" if report.skipped else ""

@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import IO
+from typing import IO, NoReturn
 
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.inputs import InputError, read_module_source
@@ -42,6 +42,20 @@ class UsageError(CliError):
 
 
 _DIAGNOSTIC = re.compile(r"^[^\s:][^:]*(?::\d+:\d+)?: error: ")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is (one line, records kept, scratch removed), exit 143."""
+
+
+def on_sigterm(signum: int, frame: object) -> NoReturn:
+    """The CLI's SIGTERM handler: unwind like Ctrl-C, so every ``finally`` and ``with`` runs."""
+    raise Terminated
+
+
+def interrupted_status(error: KeyboardInterrupt) -> int:
+    """What a shell reports for the signal: 143 for SIGTERM, 130 for Ctrl-C (SIGINT)."""
+    return 143 if isinstance(error, Terminated) else 130
 
 
 def seconds(text: str) -> float:
