@@ -30,6 +30,7 @@ import dcmlir
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.codegen.kernel import kernel_module_text
 from dcmlir.cost_model import TrivialCostModel
+from dcmlir.files import temporary_path
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, wrong_results
@@ -221,6 +222,24 @@ def test_a_plan_that_cannot_be_written_is_one_line_and_the_records_stay(
         f"in {db} are kept: run again (with another -o) to write it without measuring again"
     )
     assert sum(r.kind == "measure" for r in lines_of(db)) == 4
+
+
+def test_a_full_disk_keeps_the_previous_plan_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk fills while the new plan is written: the previous plan stays as it was
+    (before, it was left as 4096 bytes of invalid JSON)."""
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    db, plan = tmp_path / "r.jsonl", tmp_path / "plan.json"
+    args = ["tune", str(source), *TUNE, "--budget", "4", "--db", str(db), "-o", str(plan)]
+    assert main(args) == 0
+    good = plan.read_bytes()
+    temporary_path(plan).symlink_to("/dev/full")  # where the rewrite is staged
+    assert main([*args, "--max-kernels", "1"]) == 1
+    assert "No space left on device" in capsys.readouterr().err.splitlines()[-1]
+    assert plan.read_bytes() == good
+    assert not temporary_path(plan).exists() and not temporary_path(plan).is_symlink()
 
 
 def test_python_m_cli_errors_are_one_line_not_a_traceback(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import IO
 from dcmlir.bench.model_compare import ModelRunError, parameters_for, run_model
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver import TuneError, compile, compile_default
+from dcmlir.files import write_atomic
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.shapes import SHAPES_GRAMMAR
@@ -120,7 +121,7 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
     for line in run.table():
         print(line, file=out)
     if args.json:
-        Path(args.json).write_text(json.dumps(run.to_json(), indent=1) + "\n", encoding="utf-8")
+        write_atomic(args.json, json.dumps(run.to_json(), indent=1) + "\n")
     for failure in run.failures:
         print(f"{PROG}: error: {failure}", file=err)
     return 1 if run.failures else 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from dcmlir.bench.baselines import shape_label
 from dcmlir.bench.plots import plot
 from dcmlir.bench.results import BASELINE, BenchResult
+from dcmlir.files import write_atomic
 
 __all__ = ["load_result", "markdown", "write_outputs"]
 
@@ -68,8 +69,8 @@ def write_outputs(result: BenchResult, directory: str | Path) -> dict[str, Path]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / f"{result.name}.json", "md": out / f"{result.name}.md"}
-    files["json"].write_text(json.dumps(result.to_json(), indent=1) + "\n")
-    files["md"].write_text("\n".join(markdown(result)) + "\n")
+    write_atomic(files["json"], json.dumps(result.to_json(), indent=1) + "\n")
+    write_atomic(files["md"], "\n".join(markdown(result)) + "\n")
     png = out / f"{result.name}.png"
     if plot(result, png):
         files["png"] = png

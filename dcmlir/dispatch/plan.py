@@ -18,6 +18,7 @@ from typing import Any
 
 from dcmlir.dispatch.json_fields import get_field, pretty_json
 from dcmlir.dispatch.workload_plan import WorkloadPlan
+from dcmlir.files import write_atomic
 from dcmlir.ir.iree import versions
 from dcmlir.target import Target, target_from_json
 
@@ -134,7 +135,7 @@ class Plan:
         return pretty_json(self.to_json()) + "\n"
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.dumps(), encoding="utf-8")
+        write_atomic(path, self.dumps())
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:

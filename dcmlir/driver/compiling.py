@@ -24,6 +24,7 @@ from dcmlir.driver.loading import (
     lower_to_global_optimization,
     read_source,
 )
+from dcmlir.files import write_atomic
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
@@ -96,13 +97,13 @@ def compile(
             add_module_attributes(module, loaded.target)
         mlir = str(module)
     if emit_mlir is not None:
-        Path(emit_mlir).write_text(mlir, encoding="utf-8")
+        write_atomic(emit_mlir, mlir)
     try:
         built = build(mlir, loaded.target, flags, source_name=source)
     except BuildError as err:
         raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
     if output is not None:
-        Path(output).write_bytes(built.vmfb)
+        write_atomic(output, built.vmfb)
     return CompileResult(built.vmfb, mlir, dispatched)
 
 

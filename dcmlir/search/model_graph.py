@@ -28,6 +28,7 @@ import networkx as nx
 
 from dcmlir.codegen.kernel import unmeasurable
 from dcmlir.cost_model import work
+from dcmlir.files import write_atomic
 from dcmlir.ir.mlir import ir
 from dcmlir.shapes import Shape
 from dcmlir.workload import NotAWorkload, Workload, dynamic_linalg_ops, workloads
@@ -339,7 +340,7 @@ class ModelGraph:
         }
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(self.to_json(), indent=1) + "\n")
 
 
 def graph_path_for(plan_path: str | Path) -> Path:
