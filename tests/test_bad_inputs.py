@@ -4,6 +4,7 @@ through and says so), a non-zero exit where it is an error, and nothing half-wri
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -411,3 +412,16 @@ def test_seeds_are_what_numpy_and_sklearn_take(files, capsys, value) -> None:
         assert code == 2
         assert one_line(err).startswith(f"dcmlir: error: argument --seed: '{value}' ")
     assert not Path(files.db).exists() and not (files.tmp / "bert.mlir").exists()
+
+
+def test_a_plan_sent_to_dev_null_writes_no_graph_beside_it(files, capsys) -> None:
+    """``tune -o /dev/null`` created ``/dev/null.graph.json``."""
+    Path("/dev/null.graph.json").unlink(missing_ok=True)
+    code, out, err = run(
+        capsys, "tune", files.tiny, "--dims", "1:4", "--budget", "2", "--db", files.db,
+        "-o", "/dev/null", *QUICK_TUNE,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "plan written to /dev/null" in out and "workload graph" not in out
+    assert not Path("/dev/null.graph.json").exists()
+    assert os.stat("/dev/null").st_mode & 0o170000 == 0o020000  # still the device

@@ -307,12 +307,18 @@ def _record_outcome(
             estimate.default_search_seconds = estimate.ops * sum(default) / len(default)
 
 
-def _save_plan(plan: Plan, graph: ModelGraph, output: str | Path, db: str | Path) -> Path:
-    """Write the plan and its workload graph beside it; the graph's path."""
-    graph_path = graph_path_for(output)
+def _save_plan(plan: Plan, graph: ModelGraph, output: str | Path, db: str | Path) -> Path | None:
+    """Write the plan and its workload graph beside it; the graph's path.
+
+    A plan sent to a device (``-o /dev/null``, ``/dev/stdout``) has no folder to hold a
+    graph beside it: none is written (it used to create ``/dev/null.graph.json``).
+    """
+    real = Path(os.path.realpath(output))
+    graph_path = None if real.exists() and not real.is_file() else graph_path_for(output)
     try:
         plan.save(output)
-        graph.save(graph_path)
+        if graph_path is not None:
+            graph.save(graph_path)
     except OSError as err:
         raise TuneError(
             f"cannot write the plan {err.filename or output}: {err.strerror or err}; the "
