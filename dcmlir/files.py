@@ -16,7 +16,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["temporary_path", "write_atomic"]
+__all__ = ["temporary_path", "unwritable", "write_atomic"]
+
+
+def unwritable(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be written (a folder, a missing or read-only folder), else None:
+    checked before long work, so a bad output path fails in a second, not after hours."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a directory; give a file name"
+    directory = target.parent
+    if not directory.is_dir():
+        return f"directory {directory} does not exist"
+    if not os.access(directory, os.W_OK):
+        return f"directory {directory} is not writable"
+    return None
 
 
 def temporary_path(path: str | os.PathLike[str]) -> Path:

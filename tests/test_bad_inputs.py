@@ -425,3 +425,23 @@ def test_a_plan_sent_to_dev_null_writes_no_graph_beside_it(files, capsys) -> Non
     assert "plan written to /dev/null" in out and "workload graph" not in out
     assert not Path("/dev/null.graph.json").exists()
     assert os.stat("/dev/null").st_mode & 0o170000 == 0o020000  # still the device
+
+
+@pytest.mark.parametrize(
+    ("option", "where", "reason"),
+    [
+        ("-o", "{tmp}", "is a directory; give a file name"),
+        ("-o", "{tmp}/missing/x.vmfb", "directory {tmp}/missing does not exist"),
+        ("-o", "/dev/full", "cannot write: No space left on device"),
+        ("--emit-mlir", "{tmp}", "is a directory; give a file name"),
+        ("--emit-mlir", "/dev/full", "cannot write: No space left on device"),
+    ],
+)
+def test_compile_outputs_that_cannot_be_written_are_one_line(files, capsys, option, where, reason):
+    """Each of these was a traceback (IsADirectoryError, FileNotFoundError, OSError)."""
+    path, why = where.format(tmp=files.tmp), reason.format(tmp=files.tmp)
+    outputs = {"-o": str(files.tmp / "x.vmfb"), option: path}
+    args = [a for pair in outputs.items() for a in pair]
+    code, _, err = run(capsys, "compile", files.dense, "--plan", files.plan, *args)
+    assert code == 1
+    assert one_line(err) == f"dcmlir: error: {option} {path}: {why}"

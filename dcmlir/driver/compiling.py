@@ -24,7 +24,7 @@ from dcmlir.driver.loading import (
     lower_to_global_optimization,
     read_source,
 )
-from dcmlir.files import write_atomic
+from dcmlir.files import unwritable, write_atomic
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
@@ -59,6 +59,7 @@ def compile(
     on another CPU is used with a warning; a module without dynamic ops passes through.
     """
     stream = stream if stream is not None else sys.stderr
+    _check_outputs({"-o": output, "--emit-mlir": emit_mlir})
     try:
         loaded = plan if isinstance(plan, Plan) else Plan.load(plan)
     except PlanError as err:
@@ -97,14 +98,30 @@ def compile(
             add_module_attributes(module, loaded.target)
         mlir = str(module)
     if emit_mlir is not None:
-        write_atomic(emit_mlir, mlir)
+        _write(emit_mlir, mlir, "--emit-mlir")
     try:
         built = build(mlir, loaded.target, flags, source_name=source)
     except BuildError as err:
         raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
     if output is not None:
-        write_atomic(output, built.vmfb)
+        _write(output, built.vmfb, "-o")
     return CompileResult(built.vmfb, mlir, dispatched)
+
+
+def _check_outputs(paths: dict[str, str | Path | None]) -> None:
+    """A TuneError before any work for an output that cannot be written."""
+    for option, path in paths.items():
+        reason = None if path is None else unwritable(path)
+        if reason is not None:
+            raise TuneError(f"{option} {path}: {reason}")
+
+
+def _write(path: str | Path, data: bytes | str, option: str) -> None:
+    """Write an output whole; a full disk or an unwritable place is one TuneError line."""
+    try:
+        write_atomic(path, data)
+    except OSError as err:
+        raise TuneError(f"{option} {path}: cannot write: {err.strerror or err}") from None
 
 
 def compile_default(

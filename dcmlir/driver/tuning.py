@@ -31,6 +31,7 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
+from dcmlir.files import unwritable
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
@@ -242,13 +243,10 @@ def _check_writable(output: str | Path | None, option: str) -> None:
     directory), rather than after hours of tuning."""
     if output is None:
         return
-    directory = Path(output).parent
-    if Path(output).is_dir():
-        raise TuneError(f"{option} {output}: is a directory; give a file name (plan.json)")
-    if not directory.is_dir():
-        raise TuneError(f"{option} {output}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise TuneError(f"{option} {output}: directory {directory} is not writable")
+    reason = unwritable(output)
+    if reason is not None:
+        example = " (plan.json)" if reason.startswith("is a directory") else ""
+        raise TuneError(f"{option} {output}: {reason}{example}")
 
 
 def _probe_defaults(
