@@ -445,3 +445,51 @@ def test_compile_outputs_that_cannot_be_written_are_one_line(files, capsys, opti
     code, _, err = run(capsys, "compile", files.dense, "--plan", files.plan, *args)
     assert code == 1
     assert one_line(err) == f"dcmlir: error: {option} {path}: {why}"
+
+
+def _chain(depth: int) -> str:
+    """A tree ``depth`` splits deep, as text (json.dumps itself stops near 1000 levels)."""
+    split = '{"loop": 0, "threshold": %d, "left": {"kernel": 1}, "right": '
+    return "".join(split % (depth - i) for i in range(depth)) + '{"kernel": 0}' + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("root", "reason"),
+    [
+        (_chain(300), "workloads[0].tree: the tree is deeper than 256 levels"),
+        (_chain(3000), "nested too deeply to be a plan"),
+        (
+            '{"loop": 0, "threshold": 18446744073709551616, "left": {"kernel": 1},'
+            ' "right": {"kernel": 0}}',
+            "workloads[0].tree: tree threshold 18446744073709551616 does not fit a 64-bit index",
+        ),
+        (
+            '{"loop": 0, "threshold": 4, "kernel": 1, "left": {"kernel": 1},'
+            ' "right": {"kernel": 0}}',
+            "is both a leaf (kernel) and a split (loop); a node is one",
+        ),
+    ],
+)
+def test_malformed_trees_are_one_line(files, capsys, root, reason) -> None:
+    """A 3000-level tree was a RecursionError, a threshold past 2^63 a C++ bad_cast, and a
+    node with both a kernel and a split was silently read as a leaf."""
+    text = Path(files.plan).read_text()
+    tree = json.loads(text)["workloads"][0]["tree"]["root"]
+    bad = files.tmp / "bad-plan.json"
+    bad.write_text(text.replace(json.dumps(tree), root, 1))
+    assert bad.read_text() != text
+    code, _, err = run(capsys, "compile", files.dense, "--plan", str(bad), "-o", files.out)
+    assert code == 1
+    line = one_line(err)
+    assert line.startswith(f"dcmlir: error: plan {bad}: ") and reason in line, line
+
+
+def test_a_utf16_plan_is_one_line(files, capsys) -> None:
+    bad = files.tmp / "utf16-plan.json"
+    bad.write_text(Path(files.plan).read_text(), encoding="utf-16")
+    code, _, err = run(capsys, "compile", files.dense, "--plan", str(bad), "-o", files.out)
+    assert code == 1
+    assert one_line(err) == (
+        f"dcmlir: error: plan {bad}: not UTF-8 text (plans are UTF-8 JSON, as dcmlir tune"
+        " writes them)"
+    )

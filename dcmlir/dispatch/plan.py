@@ -144,8 +144,14 @@ class Plan:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as err:
             raise PlanError(f"plan {path}: cannot read: {err.strerror or err}") from None
+        except UnicodeDecodeError:
+            raise PlanError(
+                f"plan {path}: not UTF-8 text (plans are UTF-8 JSON, as dcmlir tune writes them)"
+            ) from None
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as err:
             raise PlanError(f"plan {path}: not JSON: {err}") from None
+        except RecursionError:
+            raise PlanError(f"plan {path}: nested too deeply to be a plan") from None
         return cls.from_json(obj, str(path))

@@ -77,18 +77,38 @@ class Split:
 Node = Leaf | Split
 
 
-def node_from_json(obj: Mapping[str, Any]) -> Node:
+MAX_TREE_DEPTH = 256
+"""Deeper than any tree dcmlir writes (one leaf per sampled shape at most 256 deep)."""
+_INDEX_RANGE = (-(2**63), 2**63 - 1)  # a threshold is compared as an MLIR ``index``
+
+
+def node_from_json(obj: Mapping[str, Any], depth: int = 0) -> Node:
     """The inverse of ``to_json``; a ValueError naming what is missing or malformed."""
+    if depth > MAX_TREE_DEPTH:
+        raise ValueError(f"the tree is deeper than {MAX_TREE_DEPTH} levels")
+    if "kernel" in obj and "loop" in obj:
+        raise ValueError(
+            f"tree node {_short(obj)} is both a leaf (kernel) and a split (loop); a node is one"
+        )
     if "kernel" in obj:
         return Leaf(_int(obj, "kernel"))
     if "loop" in obj:
+        threshold = _int(obj, "threshold")
+        lo, hi = _INDEX_RANGE
+        if not lo <= threshold <= hi:
+            raise ValueError(f"tree threshold {threshold} does not fit a 64-bit index")
         return Split(
             _int(obj, "loop"),
-            _int(obj, "threshold"),
-            node_from_json(_mapping(obj, "left")),
-            node_from_json(_mapping(obj, "right")),
+            threshold,
+            node_from_json(_mapping(obj, "left"), depth + 1),
+            node_from_json(_mapping(obj, "right"), depth + 1),
         )
-    raise ValueError(f"tree node {dict(obj)!r} is neither a leaf (kernel) nor a split (loop)")
+    raise ValueError(f"tree node {_short(obj)} is neither a leaf (kernel) nor a split (loop)")
+
+
+def _short(obj: Mapping[str, Any]) -> str:
+    """A node for an error line: its own fields, its children elided."""
+    return repr({k: ("{...}" if isinstance(v, Mapping) else v) for k, v in obj.items()})
 
 
 def _int(obj: Mapping[str, Any], name: str) -> int:
