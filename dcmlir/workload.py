@@ -206,6 +206,18 @@ def is_dynamic_linalg(op: ir.Operation) -> bool:
     return extents is not None and any(extent is None for extent, _ in extents)
 
 
+def functions_with_workloads(module: ir.Operation) -> list[str]:
+    """The names of the top-level functions that hold a dynamic linalg op, in IR order:
+    what a benchmark calls when the module's entry is not named ``main``."""
+    names = []
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name not in ("func.func", "util.func"):
+            continue
+        if dynamic_linalg_ops(op.operation):
+            names.append(ir.StringAttr(op.operation.attributes["sym_name"]).value)
+    return names
+
+
 def dynamic_linalg_ops(module: ir.Operation) -> list[ir.Operation]:
     """Every linalg op with a dynamic loop, in IR order, initialisers excluded."""
     found: list[ir.Operation] = []

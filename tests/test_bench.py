@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,25 @@ def test_cli_writes_table_json_and_resumes_the_oracle(
     assert (out / "dense.md").read_text().startswith("`dense`: matmul (mnk)")
     raw = json.loads((out / "dense.json").read_text())
     assert raw["geomean_speedup"]["iree-default"] == pytest.approx(1.0)
+
+
+def test_a_module_whose_function_is_not_main(tmp_path: Path) -> None:
+    """The shipped examples name their function (``@dense``): bench called ``main`` and
+    wrote a table of "nanx" (exit 1). The user's function is found in the module."""
+    text = SMALL_DENSE.replace("func.func @main(", "func.func @projection(")
+    source, plan = tmp_path / "projection.mlir", tmp_path / "plan.json"
+    source.write_text(text)
+    small_plan(text).save(plan)
+    baselines = ("dcmlir", "iree-default", "iree-specialized", "bucketing")
+    settings = BenchSettings(**{**QUICK.__dict__, "baselines": baselines})
+    result = bench(source, plan=plan, shapes=[(2,), (5,)], settings=settings, db=tmp_path / "o")
+    assert result.errors() == [] and set(result.measured_baselines()) == set(baselines)
+    for name in baselines:
+        for shape in result.shapes:
+            cell = result.cell(shape, name)
+            assert cell is not None and cell.error is None, (name, shape)
+            assert cell.max_error is not None and cell.max_error <= 1e-4
+            assert math.isfinite(cell.median_us) and cell.median_us > 0
 
 
 def test_oracle_resumes_from_its_records(dense: tuple[Path, Path], tmp_path: Path) -> None:

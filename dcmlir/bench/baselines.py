@@ -28,7 +28,7 @@ from dcmlir.dispatch.tree import DecisionTree, Leaf, Node
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
-from dcmlir.workload import Workload, workloads
+from dcmlir.workload import Workload, functions_with_workloads, workloads
 
 Box = tuple[tuple[int, int], ...]  # an inclusive range per dynamic loop
 
@@ -277,3 +277,10 @@ def specialized_module(module_text: str, workload_key: str, boxes: Sequence[Box]
         if not annotated:
             raise ValueError(f"no op of workload {workload_key} in the module")
         return str(module)
+
+
+def entry_function(text: str) -> str:
+    """The function of the user's module that holds the workload (the first, if several)."""
+    with ir.Context():
+        names = functions_with_workloads(parse_module(text).operation)
+    return names[0] if names else "main"

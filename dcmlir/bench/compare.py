@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from dcmlir.bench.baselines import (
     bucketing_module,
+    entry_function,
     leaf_boxes,
     oracle_module,
     shape_label,
@@ -216,6 +217,7 @@ def bench(
             settings,
             device,
             builder,
+            entry_function(text),
         )
         prepared = {baseline: _prepare(baseline, ctx) for baseline in settings.baselines}
         rows = _time(workload, shape_list, prepared, settings, device, stream)
@@ -328,6 +330,7 @@ class _Context:
     settings: BenchSettings
     device: str
     build: _Builder
+    function: str  # the module's function that holds the workload (not always ``main``)
 
 
 def _prepare(baseline: str, ctx: _Context) -> _Prepared:
@@ -338,8 +341,13 @@ def _prepare(baseline: str, ctx: _Context) -> _Prepared:
         return _Prepared(unavailable=f"IREE could not compile it: {str(err).splitlines()[0]}")
 
 
-def _everywhere(ctx: _Context, name: str, path: str, function: str = "main") -> _Prepared:
+def _everywhere(ctx: _Context, name: str, path: str) -> _Prepared:
+    """The user's own function (dcmlir, IREE default, specialized) or the generated ``main``."""
+    function = ctx.function if name in _USER_MODULES else "main"
     return _Prepared({s: ModuleFunction(name, path, function) for s in ctx.shapes})
+
+
+_USER_MODULES = ("dcmlir", "iree-default", "iree-specialized")
 
 
 def _prepare_dcmlir(ctx: _Context) -> _Prepared:

@@ -26,12 +26,16 @@ def plot(result: BenchResult, path: str | Path) -> bool:
     names = result.measured_baselines()
     x = [s[0] if len(set(s)) == 1 else i for i, s in enumerate(result.shapes)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    drawn = 0
     for name in names:
         points = [
             (xv, c.median_us)
             for xv, s in zip(x, result.shapes, strict=True)
             if (c := result.cell(s, name)) is not None and math.isfinite(c.median_us)
         ]
+        if not points:  # every shape failed: nothing to draw for this baseline
+            continue
+        drawn += 1
         style = {
             "lw": 2.4 if name == "dcmlir" else 1.2,
             "color": plt.get_cmap("tab10")(list(BASELINES).index(name)),
@@ -45,6 +49,9 @@ def plot(result: BenchResult, path: str | Path) -> bool:
             ]
             if speedups:
                 right.plot(*zip(*speedups, strict=True), marker=".", label=name, **style)
+    if not drawn:  # no time to plot (every baseline failed): no figure, not a crash
+        plt.close(fig)
+        return False
     left.set(xlabel="T", ylabel="latency (us)", title=f"{result.name}: latency")
     left.set_yscale("log")
     if min(x) > 0:  # T from 1 to 128: small T get as much room as large ones
