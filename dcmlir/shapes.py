@@ -9,13 +9,37 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_DIM", "SHAPES_GRAMMAR", "Shape", "parse_range", "parse_shapes"]
+__all__ = [
+    "MAX_DIM",
+    "MAX_SHAPES",
+    "SHAPES_GRAMMAR",
+    "Shape",
+    "parse_range",
+    "parse_shapes",
+    "spread",
+]
 
 MAX_DIM = 2**63 - 1
 """The largest extent an MLIR ``index`` (64-bit on every target dcmlir builds for) holds."""
 
 Shape = tuple[int, ...]
 """The dynamic loops' values, in loop order."""
+
+MAX_SHAPES = 256
+"""How many shapes of a range dcmlir lists at most: beyond, it samples (memory and time
+grow with the budget, not with the range: ``--dims 1:1000000000`` lists 256 values)."""
+
+
+def spread(lo: int, hi: int, count: int = MAX_SHAPES) -> list[int]:
+    """``lo..hi`` when it has at most ``count`` values; else about ``count`` of them: the
+    small ones (up to ``lo..lo+7``, where kernels differ most) and the rest evenly spaced
+    from ``lo`` to ``hi``, both ends included."""
+    if hi - lo + 1 <= count:
+        return list(range(lo, hi + 1))
+    small = set(range(lo, lo + min(8, count // 2)))
+    steps = max(count - len(small), 2)
+    return sorted(small | {lo + (hi - lo) * i // (steps - 1) for i in range(steps)})
+
 
 # --- ranges --------------------------------------------------------------------------------
 

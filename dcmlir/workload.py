@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.ir.mlir import ir, linalg, source_loc
-from dcmlir.shapes import Shape
+from dcmlir.shapes import Shape, spread
 
 RANGES_ATTR = "dcmlir.dim_ranges"
 """Set by ``dcmlir-annotate-ranges`` on each dynamic op: ``{d0 = array<i64: lo, hi>}``."""
@@ -118,7 +118,8 @@ class Workload:
         """The dynamic shapes a run can have when every dynamic loop is one value; else None.
 
         Only when all dynamic loops form one equal group (attention's T x T): the diagonal
-        of their common range, ``[(t, t) for t in lo..hi]``.
+        of their common range, ``[(t, t) for t in lo..hi]`` (sampled past
+        :data:`~dcmlir.shapes.MAX_SHAPES` values, see :func:`~dcmlir.shapes.spread`).
         """
         loops = tuple(d.index for d in self.dynamic_dims)
         if len(loops) < 2 or tuple(sorted(loops)) not in self.equal_loops:
@@ -127,7 +128,7 @@ class Workload:
         if len(ranges) != 1 or None in ranges:
             return None
         (lo, hi), *_ = ranges
-        return [(value,) * len(loops) for value in range(lo, hi + 1)]
+        return [(value,) * len(loops) for value in spread(lo, hi)]
 
     def describe(self) -> str:
         space = "x".join(d.describe() for d in self.dims)

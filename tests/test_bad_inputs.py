@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -493,3 +495,41 @@ def test_a_utf16_plan_is_one_line(files, capsys) -> None:
         f"dcmlir: error: plan {bad}: not UTF-8 text (plans are UTF-8 JSON, as dcmlir tune"
         " writes them)"
     )
+
+
+THREE_DYNAMIC = """func.func @main(%a: tensor<?x?x8xf32>, %b: tensor<?x8x?xf32>, %init: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+  %r = linalg.batch_matmul ins(%a, %b : tensor<?x?x8xf32>, tensor<?x8x?xf32>) outs(%init : tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  return %r : tensor<?x?x?xf32>
+}
+"""
+
+_MEASURED_TUNE = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+code = subprocess.run(sys.argv[1:]).returncode
+peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(code, time.monotonic() - start, peak_kib)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "dims"),
+    [("tiny", "1:1000000000"), ("three", "1:1024")],
+)
+def test_tuning_a_huge_range_stays_within_a_budget_of_time_and_memory(files, module, dims):
+    """Memory and time grow with the budget, not the range: 1..10**9 listed every shape
+    (24 GB, killed by the OOM killer) and three dims at 1..1024 raised MemoryError; a
+    shape whose inputs would not fit is recorded as failed, not allocated."""
+    source = files.tiny if module == "tiny" else str(files.tmp / "three.mlir")
+    Path(files.tmp / "three.mlir").write_text(THREE_DYNAMIC)
+    tune = [
+        str(Path(sys.executable).parent / "dcmlir"), "tune", source, "--dims", dims,
+        "--budget", "20", "--db", files.db, "-o", files.out, *QUICK_TUNE,
+    ]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _MEASURED_TUNE, *tune], capture_output=True, text=True, timeout=300
+    )
+    code, seconds, peak_kib = result.stdout.split()[-3:]
+    assert int(code) == 0, result.stderr[-2000:]
+    assert float(seconds) < 120 and int(peak_kib) < 1024 * 1024, (seconds, peak_kib)
+    assert Plan.load(files.out).workloads

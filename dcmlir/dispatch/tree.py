@@ -42,8 +42,10 @@ TRIED_STATES = 8
 cut along M and N is as pure split either way first) and the first pick can need
 more leaves; this many fixed random states are tried and the smallest tree kept."""
 
-MAX_DIM_VALUE = 1 << 24
-"""sklearn holds features as float32; integers up to 2**24 are exact there."""
+MAX_DIM_VALUE = 2**63
+"""Dim values lie in ``0..MAX_DIM_VALUE-1`` (a 64-bit index). sklearn holds features as
+float32, exact only up to 2**24, so the tree is learnt on each value's rank among the
+training shapes and its thresholds are mapped back to values (:func:`_learn`)."""
 
 
 @dataclass(frozen=True)
@@ -324,8 +326,11 @@ def _learn(
         return Leaf(int(np.bincount(y).argmax()))  # ties: the lowest kernel index
     from sklearn.tree import DecisionTreeClassifier  # imported late: ~0.5 s
 
+    # Ranks, not values: exact in float32 whatever the values (1..10**9 is not).
+    values = [np.unique(X[:, column]) for column in range(X.shape[1])]
+    ranks = np.stack([np.searchsorted(values[c], X[:, c]) for c in range(X.shape[1])], axis=1)
     model = DecisionTreeClassifier(max_depth=max_depth, random_state=state)
-    model.fit(X.astype(np.float64), y)
+    model.fit(ranks.astype(np.float64), y)
     inner = model.tree_
     labels = model.classes_
 
@@ -333,9 +338,14 @@ def _learn(
         left, right = int(inner.children_left[node]), int(inner.children_right[node])
         if left == right:  # both -1: a leaf
             return Leaf(int(labels[int(np.argmax(inner.value[node][0]))]))
-        # Features are integers: x <= t holds exactly when x <= floor(t).
-        threshold = math.floor(float(inner.threshold[node]))
-        return Split(loops[int(inner.feature[node])], threshold, build(left), build(right))
+        feature = int(inner.feature[node])
+        # rank <= t holds exactly when rank <= floor(t); between the two training values
+        # either side of the cut, the midpoint (floored), as sklearn splits values.
+        rank = math.floor(float(inner.threshold[node]))
+        below, column = int(values[feature][rank]), values[feature]
+        above = int(column[rank + 1]) if rank + 1 < len(column) else below
+        threshold = below + (above - below) // 2
+        return Split(loops[feature], threshold, build(left), build(right))
 
     return build(0)
 

@@ -50,6 +50,7 @@ class RunnerSettings:
     driver: str = "local-sync"
     timeout: float = 60.0  # seconds per worker request (one check, warm-up or sample)
     drift_threshold: float = 0.10  # baseline after/before beyond +-10%: flagged
+    max_input_bytes: int = 256 << 20  # a shape's input sets beyond this are not measured
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timeout) and self.timeout > 0):
@@ -141,6 +142,15 @@ class ShapeResult:
         if not theirs.ok:
             return math.nan
         return statistics.median(a / b for a, b in zip(mine.samples, theirs.samples, strict=False))
+
+
+def _output_elements(einsum: str, shapes: Sequence[Sequence[int]]) -> int:
+    """Elements of ``einsum``'s result for inputs of ``shapes`` (``"mk,kn->mn"``)."""
+    inputs, _, output = einsum.partition("->")
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(inputs.split(","), shapes, strict=False):
+        sizes.update(zip(letters, shape, strict=False))
+    return math.prod(sizes.get(letter, 1) for letter in output)
 
 
 class WorkerFailure(Exception):
@@ -332,10 +342,19 @@ class Runner:
         settings = self.settings.measure
         timings = {v.name: Timing(v.name) for v in variants}
         result = ShapeResult(timings, baseline)
+        too_large = self._too_large(problem)
+        if too_large is not None:  # failed as data: the search leaves such shapes to IREE
+            for timing in timings.values():
+                timing.error = f"setup: {too_large}"
+            return result
         try:
             self._start_shape(variants, problem)
         except WorkerFailure as err:
             self._worker = None
+            for timing in timings.values():
+                timing.error = f"setup: {err}"
+            return result
+        except RuntimeError as err:  # the worker could not make the inputs (MemoryError)
             for timing in timings.values():
                 timing.error = f"setup: {err}"
             return result
@@ -396,6 +415,22 @@ class Runner:
         for variant in variants:
             if variant.name not in self._load_errors:
                 self._request(Timing(variant.name), "warmup", variant, self.settings.measure.warmup)
+
+    def _too_large(self, problem: ShapeProblem) -> str | None:
+        """Why a shape's inputs are not made (they would not fit in memory), else None."""
+        sets = self.settings.measure.input_sets
+        size = sets * sum(
+            math.prod(shape) * np.dtype(dtype).itemsize
+            for shape, dtype in zip(problem.input_shapes, problem.dtypes, strict=True)
+        )
+        if problem.einsum is not None:  # the float64 reference and the result, per set
+            size += sets * _output_elements(problem.einsum, problem.input_shapes) * (8 + 4)
+        if size <= self.settings.max_input_bytes:
+            return None
+        return (
+            f"its {sets} input sets take {size / 2**30:.3g} GiB, over the measuring limit of "
+            f"{self.settings.max_input_bytes / 2**30:.3g} GiB: not measured here"
+        )
 
     def _check_all(self, variants: Sequence[Variant], timings: dict[str, Timing]) -> list[Variant]:
         """Check each variant's output against the reference on every input set."""

@@ -30,7 +30,7 @@ from dcmlir.codegen.kernel import unmeasurable
 from dcmlir.cost_model import work
 from dcmlir.files import write_atomic
 from dcmlir.ir.mlir import ir
-from dcmlir.shapes import Shape
+from dcmlir.shapes import MAX_SHAPES, Shape, spread
 from dcmlir.workload import NotAWorkload, Workload, dynamic_linalg_ops, workloads
 
 FLOOR_SHARE = 0.25
@@ -48,7 +48,9 @@ def run_shapes(workload: Workload) -> list[Shape]:
     """The dynamic shapes a run of the model can give this op, in the ranges.
 
     Loops with one run-time value (attention's T x T) give the diagonal only; other
-    loops vary independently (every combination).
+    loops vary independently (every combination). A range past
+    :data:`~dcmlir.shapes.MAX_SHAPES` shapes is sampled on a grid (:func:`spread`), so
+    memory does not grow with the range.
     """
     tied = workload.tied_shapes()
     if tied is not None:
@@ -57,9 +59,11 @@ def run_shapes(workload: Workload) -> list[Shape]:
     for dim in workload.dynamic_dims:
         if dim.range is None:
             raise ValueError(f"{workload.location}: loop d{dim.index} has no range")
-        axes.append(range(dim.range[0], dim.range[1] + 1))
+        axes.append(dim.range)
+    per_axis = max(2, int(MAX_SHAPES ** (1 / max(len(axes), 1))))
+    values = [spread(lo, hi) if len(axes) == 1 else spread(lo, hi, per_axis) for lo, hi in axes]
     shapes: list[Shape] = [()]
-    for axis in axes:
+    for axis in values:
         shapes = [(*shape, value) for shape in shapes for value in axis]
     return shapes
 
