@@ -33,15 +33,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dcmlir.build.batch import Builder, BuiltVariant
+from dcmlir.build.batch import Builder
 from dcmlir.driver import Roles
+from dcmlir.files import temporary_path
+from dcmlir.ir.iree import CompilerRun, run_compile
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeResult
 from dcmlir.measure.variants import Variant
 from dcmlir.records import Record
-from dcmlir.space import Candidate
 from dcmlir.testing import FakeRunner, FullDiskDatabase, small_cost_model
 from dcmlir.tools.cli import main
-from dcmlir.workload import Workload
 
 HOLD = os.environ.get("DCMLIR_TEST_HOLD", "")
 MARKER = os.environ.get("DCMLIR_TEST_MARKER", "")
@@ -106,36 +106,39 @@ class HeldRunner:
 class HeldBuilder(Builder):
     """A builder held while its N-th real ``iree-compile`` runs (``compile:N``).
 
-    Each chunk is built in a thread; a real compile (not a cache hit) shows as its
-    scratch directory ``dcmlir-compile-PID-*`` (see ``dcmlir.ir.iree.run_compile``),
-    and the N-th one seen holds this process while the compile goes on.
+    Its compiler seam starts the real compile in a thread and, at the N-th call (cache
+    hits never call it), holds this process while that compile goes on.
     """
 
-    def _compile(
-        self, workload: Workload, chunk: Sequence[tuple[str, Candidate]]
-    ) -> list[BuiltVariant]:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, compiler=self._held_compile, **kwargs)
+
+    @staticmethod
+    def _held_compile(text: str, flags: Sequence[str], timeout: float | None) -> CompilerRun:
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
         def run() -> None:
             try:
-                outcome["built"] = super(HeldBuilder, self)._compile(workload, chunk)
+                outcome["run"] = run_compile(text, flags, timeout)
             except BaseException as err:  # handed to the calling thread
                 outcome["error"] = err
             finally:
                 done.set()
 
         threading.Thread(target=run, daemon=True).start()
-        scratch = Path(tempfile.gettempdir())
-        while not done.wait(0.005):
-            if any(scratch.glob(f"dcmlir-compile-{os.getpid()}-*")):
-                if _reached("compile"):
-                    time.sleep(0.05)  # iree-compile started: the kill lands in a real compile
-                    _hold(f"compile:{_counts['compile']}")
-                done.wait()
+        if _reached("compile"):
+            # hold once iree-compile runs (its scratch directory is there): the kill lands
+            # in a real compile, and a Ctrl-C reaches the compiler too
+            scratch = Path(tempfile.gettempdir())
+            while not done.is_set() and not any(scratch.glob(f"dcmlir-compile-{os.getpid()}-*")):
+                time.sleep(0.002)
+            time.sleep(0.05)
+            _hold(f"compile:{_counts['compile']}")
+        done.wait()
         if "error" in outcome:
             raise outcome["error"]
-        return outcome["built"]  # type: ignore[no-any-return]
+        return outcome["run"]  # type: ignore[no-any-return]
 
 
 def roles_from_environment() -> Roles:
@@ -160,8 +163,9 @@ def roles_from_environment() -> Roles:
 
 
 def hold_when_opened(path: str) -> None:
-    """``save``: hold when ``path`` is opened for writing (the plan, after every record)."""
-    target = os.path.abspath(path)
+    """``save``: hold when ``path`` is opened for writing (the plan, after every record):
+    the plan is staged in :func:`~dcmlir.files.temporary_path` and renamed, so that file."""
+    target = os.path.abspath(temporary_path(os.path.realpath(path)))
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event != "open" or "w" not in str(args[1]):

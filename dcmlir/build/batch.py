@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dcmlir.build.compiler import (
     BuildError,
+    Compiler,
     HasCompileFlags,
     build,
     default_cache,
@@ -23,6 +24,7 @@ from dcmlir.build.compiler import (
 )
 from dcmlir.build.routes import ConfigRoute, Route
 from dcmlir.codegen.kernel import kernel_module_text
+from dcmlir.ir.iree import run_compile
 from dcmlir.space import Candidate
 from dcmlir.workload import Workload
 
@@ -70,8 +72,10 @@ class Builder:
         chunk_size: int = DEFAULT_CHUNK,
         timeout: float | None = 600.0,
         module_attributes: str = "",
+        compiler: Compiler = run_compile,
     ) -> None:
         self.target = target
+        self.compiler = compiler  # runs iree-compile (a seam: a test holds or fails it)
         self.route = route if route is not None else ConfigRoute()
         self._tempdir = None if workdir is not None else scratch_directory("build")
         self.workdir = workdir if workdir is not None else Path(self._tempdir.name)  # type: ignore[union-attr]
@@ -148,6 +152,7 @@ class Builder:
             source_name=f"{workload.key}.mlir",
             timeout=self.time_limit(len(chunk)),
             uncached_flags=request.uncached_flags,
+            compiler=self.compiler,
         )
         elapsed = time.perf_counter() - start
         problems = {} if result.cached else self.route.verify(result, chunk, self.workdir)
