@@ -77,8 +77,8 @@ def _read_vmfb(path: str, option: str) -> bytes:
 def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Build (or take) both builds, check and time them at every --seq, print the table."""
     seq_lens = sizes_option("--seq", args.seq)
-    if args.min_time <= 0 or args.rounds < 1:
-        raise CliError("--min-time must be > 0 and --rounds >= 1")
+    if args.rounds < 1:  # --min-time is a finite number > 0 by its type (common.seconds)
+        raise CliError("--rounds must be >= 1")
     source, text = read_input(args.model)
     try:
         parameters = parameters_for(args.model, text, args.params)
