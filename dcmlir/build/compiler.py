@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dcmlir.files import write_atomic
 from dcmlir.ir.iree import STDIN_NAME, CompilerRun, run_compile, versions
 
 __all__ = [
@@ -161,8 +162,8 @@ class BuildCache:
         try:
             self.builds_dir.mkdir(parents=True, exist_ok=True)
             # The log first: a reader that finds the .vmfb finds its log too.
-            _write_atomic(self.builds_dir / f"{key}.log", log_text.encode("utf-8"))
-            _write_atomic(self.builds_dir / f"{key}.vmfb", vmfb)
+            write_atomic(self.builds_dir / f"{key}.log", log_text.encode("utf-8"))
+            write_atomic(self.builds_dir / f"{key}.vmfb", vmfb)
         except OSError as err:
             log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
 
@@ -212,21 +213,11 @@ class BuildCache:
         return removed
 
 
-_BUILD_FILE = re.compile(r"^\.?[0-9a-f]{64}\.(vmfb|log)(\.[A-Za-z0-9_]+)?$")
-"""``KEY.vmfb``, ``KEY.log`` (KEY: a sha256), and ``.KEY.vmfb.XXXX``, a killed writer's temp."""
+_BUILD_FILE = re.compile(r"^\.?[0-9a-f]{64}\.(vmfb|log)(\.[A-Za-z0-9_]+)*$")
+"""``KEY.vmfb``, ``KEY.log`` (KEY: a sha256), and ``.KEY.vmfb.PID.tmp`` (or an older
+release's ``.KEY.vmfb.XXXX``), a killed writer's staging file."""
 _TD_FILE = re.compile(r"^[0-9a-f]{24}\.mlir$")
 """A td library, named by the first 24 hex digits of its content's sha256."""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 _CACHES: dict[Path, BuildCache] = {}
