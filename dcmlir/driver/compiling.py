@@ -21,10 +21,11 @@ from dcmlir.driver.loading import (
     GLOBAL_OPT,
     TuneError,
     add_module_attributes,
+    check_writable,
     lower_to_global_optimization,
     read_source,
 )
-from dcmlir.files import unwritable, write_atomic
+from dcmlir.files import write_atomic
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
@@ -59,7 +60,8 @@ def compile(
     on another CPU is used with a warning; a module without dynamic ops passes through.
     """
     stream = stream if stream is not None else sys.stderr
-    _check_outputs({"-o": output, "--emit-mlir": emit_mlir})
+    check_writable(output, "-o")
+    check_writable(emit_mlir, "--emit-mlir")
     try:
         loaded = plan if isinstance(plan, Plan) else Plan.load(plan)
     except PlanError as err:
@@ -106,14 +108,6 @@ def compile(
     if output is not None:
         _write(output, built.vmfb, "-o")
     return CompileResult(built.vmfb, mlir, dispatched)
-
-
-def _check_outputs(paths: dict[str, str | Path | None]) -> None:
-    """A TuneError before any work for an output that cannot be written."""
-    for option, path in paths.items():
-        reason = None if path is None else unwritable(path)
-        if reason is not None:
-            raise TuneError(f"{option} {path}: {reason}")
 
 
 def _write(path: str | Path, data: bytes | str, option: str) -> None:

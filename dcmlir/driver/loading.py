@@ -22,6 +22,7 @@ from typing import IO
 from dcmlir.build.compiler import BuildError, build
 from dcmlir.codegen.kernel import unmeasurable
 from dcmlir.dispatch import LEVELS
+from dcmlir.files import unwritable
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.inputs import read_module_source
 from dcmlir.ir.mlir import ir
@@ -37,6 +38,18 @@ GLOBAL_OPT = "global-optimization"
 
 class TuneError(ValueError):
     """A problem with the user's input: one line, already naming the file or option."""
+
+
+def check_writable(output: str | Path | None, option: str, example: str = "") -> None:
+    """A TuneError now if ``output`` cannot be written at the end (a directory, a missing or
+    read-only folder), rather than after the work; ``example``: a file name to suggest."""
+    if output is None:
+        return
+    reason = unwritable(output)
+    if reason is None:
+        return
+    hint = f" ({example})" if example and reason.startswith("is a directory") else ""
+    raise TuneError(f"{option} {output}: {reason}{hint}")
 
 
 @dataclass

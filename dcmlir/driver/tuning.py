@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from dcmlir.dispatch import Plan, WorkloadPlan
-from dcmlir.driver.loading import TuneError, load_model
+from dcmlir.driver.loading import TuneError, check_writable, load_model
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.roles import (
     BuilderFactory,
@@ -31,7 +31,6 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
-from dcmlir.files import unwritable
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
@@ -101,7 +100,7 @@ def tune(
     """
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
-    _check_writable(output, "-o")  # before the tuning, not after it
+    check_writable(output, "-o", example="plan.json")  # before the tuning, not after it
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     model = load_model(input, dims, stream, level=level, target=target_object)
     found = model.workloads
@@ -236,17 +235,6 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
 
 def _within(slowdown: float | None) -> bool:
     return slowdown is None or slowdown <= TREE_TOLERANCE
-
-
-def _check_writable(output: str | Path | None, option: str) -> None:
-    """A TuneError now if ``output`` cannot be written at the end (missing or read-only
-    directory), rather than after hours of tuning."""
-    if output is None:
-        return
-    reason = unwritable(output)
-    if reason is not None:
-        example = " (plan.json)" if reason.startswith("is a directory") else ""
-        raise TuneError(f"{option} {output}: {reason}{example}")
 
 
 def _probe_defaults(
