@@ -30,6 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function
+from dcmlir.measure.host import device_threads
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeResult
 from dcmlir.measure.timing import Inputs, MeasureSettings
 from dcmlir.measure.variants import HostModel, ModuleFunction, Variant
@@ -105,16 +106,6 @@ def parameters_for(
             "give --params FILE.irpa"
         )
     return ParameterFile(str(path), scopes.pop())
-
-
-def threads_of(device: str) -> int:
-    """Threads the IREE device computes with: 1 for local-sync, every CPU for local-task."""
-    if device == "local-sync":
-        return 1
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 # --- references ----------------------------------------------------------------------------
@@ -388,7 +379,7 @@ def run_model(
     arguments = argument_types(default)
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
-    threads = threads_of(device)
+    threads = device_threads(device)
     chosen = reference_for(reference, text, default, threads, config)
     if parameters is not None:  # the worker may not share this process's directory
         parameters = dataclasses.replace(parameters, path=os.path.abspath(parameters.path))

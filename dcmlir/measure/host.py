@@ -31,7 +31,10 @@ def device_threads(driver: str) -> int:
     (``cuda``: the host threads that feed the GPU)."""
     if driver == "local-sync":
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 class HostFunction:
