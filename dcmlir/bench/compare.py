@@ -341,13 +341,10 @@ def _prepare(baseline: str, ctx: _Context) -> _Prepared:
         return _Prepared(unavailable=f"IREE could not compile it: {str(err).splitlines()[0]}")
 
 
-def _everywhere(ctx: _Context, name: str, path: str) -> _Prepared:
-    """The user's own function (dcmlir, IREE default, specialized) or the generated ``main``."""
-    function = ctx.function if name in _USER_MODULES else "main"
-    return _Prepared({s: ModuleFunction(name, path, function) for s in ctx.shapes})
-
-
-_USER_MODULES = ("dcmlir", "iree-default", "iree-specialized")
+def _everywhere(ctx: _Context, name: str, path: str, function: str | None = None) -> _Prepared:
+    """``function`` at every shape; by default the user's own (their module, built by IREE)."""
+    called = function if function is not None else ctx.function
+    return _Prepared({s: ModuleFunction(name, path, called) for s in ctx.shapes})
 
 
 def _prepare_dcmlir(ctx: _Context) -> _Prepared:
@@ -407,9 +404,8 @@ def _prepare_bucketing(ctx: _Context) -> _Prepared:
             tuned[size] = candidate_from_key(key)
     if not tuned:
         return _Prepared(unavailable="no candidate ran at any bucket size")
-    prepared = _everywhere(
-        ctx, "bucketing", ctx.build("bucketing", bucketing_module(ctx.workload, tuned))
-    )
+    module = bucketing_module(ctx.workload, tuned)  # a module of dcmlir's: its @main
+    prepared = _everywhere(ctx, "bucketing", ctx.build("bucketing", module), "main")
     for shape in ctx.shapes:
         size = next((b for b in sorted(tuned) if max(shape) <= b), None)
         prepared.kernels[shape] = (
