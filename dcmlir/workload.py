@@ -77,6 +77,9 @@ class Workload:
     # groups of dynamic loops whose extents are one run-time value (attention's T x T: both
     # loops come from the same argument dim); a model only ever runs shapes with them equal
     equal_loops: tuple[tuple[int, ...], ...] = field(default=(), compare=False)
+    # inputs that are constants of the program (weights): IREE hoists work on them out of
+    # the call, so packing them is free at run time (the packed family needs it)
+    constant_operands: tuple[int, ...] = field(default=(), compare=False)
 
     def operand_shape(self, operand: int) -> tuple[int | None, ...]:
         """Static extents of one operand's dims, None where dynamic."""
@@ -146,6 +149,7 @@ class Workload:
             "element_types": list(self.element_types),
             "operand_loops": [list(loops) for loops in self.operand_loops],
             "equal_loops": [list(group) for group in self.equal_loops],
+            "constant_operands": list(self.constant_operands),
             "loops": [
                 {
                     "dim": d.index,
@@ -294,7 +298,59 @@ def analyse(op: ir.Operation, source_name: str = "-") -> Workload:
             for amap in maps
         ),
         equal_loops=equal_dynamic_loops(op, extents),
+        constant_operands=tuple(i for i in (0, 1) if is_constant_value(op.operands[i])),
     )
+
+
+_CONSTANT_SOURCES = frozenset({"arith.constant", "flow.tensor.constant", "util.global.load"})
+"""Ops whose result is fixed for the program's life (a ``util.global.load`` when the global
+is immutable)."""
+_PURE_TENSOR_OPS = frozenset(
+    {
+        "linalg.transpose",
+        "linalg.broadcast",
+        "linalg.generic",
+        "linalg.fill",
+        "tensor.empty",
+        "tensor.cast",
+        "tensor.collapse_shape",
+        "tensor.expand_shape",
+        "tensor.extract_slice",
+    }
+)
+"""Ops IREE's const-expr hoisting evaluates once when every tensor operand is a constant."""
+
+
+def is_constant_value(value: ir.Value, depth: int = 8) -> bool:
+    """Whether ``value`` is computed from constants only (a weight, its transpose)."""
+    if depth <= 0 or not isinstance(value, ir.OpResult):
+        return False
+    op = value.owner
+    name = op.name
+    if name in _CONSTANT_SOURCES:
+        return name != "util.global.load" or not _mutable_global(op)
+    if name not in _PURE_TENSOR_OPS or len(op.regions) > 1:
+        return False
+    tensors = [v for v in op.operands if isinstance(v.type, ir.RankedTensorType)]
+    return all(is_constant_value(v, depth - 1) for v in tensors)
+
+
+def _mutable_global(load: ir.Operation) -> bool:
+    """Whether the global a ``util.global.load`` reads is mutable (unknown: mutable)."""
+    if "global" not in load.attributes:
+        return True
+    name = ir.FlatSymbolRefAttr(load.attributes["global"]).value
+    parent = load.parent
+    while parent is not None and parent.name != "builtin.module":
+        parent = parent.parent
+    if parent is None:
+        return True
+    for op in parent.regions[0].blocks[0].operations:
+        if op.operation.name == "util.global" and (
+            ir.StringAttr(op.operation.attributes["sym_name"]).value == name
+        ):
+            return "is_mutable" in op.operation.attributes
+    return True
 
 
 def equal_dynamic_loops(

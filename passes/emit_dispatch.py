@@ -31,12 +31,15 @@ Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+from dcmlir.codegen.kernel import PackedTile
+from dcmlir.codegen.packed import pack_weight, packed_contraction
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
+from dcmlir.space import PackedCandidate, packing_problem
 from dcmlir.workload import NotAWorkload, Workload, workloads
 
 FUNCTION_OPS = ("func.func", "util.func")
@@ -77,6 +80,15 @@ class _Target:
     plan: WorkloadPlan
     infos: dict[int, ir.Attribute | None]  # kernel index -> compilation_info (None: default)
     consumers: tuple[tuple[ir.Operation, int], ...] = ()  # fused chain: (op, operand it reads)
+    packed: dict[int, PackedTile] = field(default_factory=dict)  # kernel index -> its tile
+
+    @property
+    def fallback(self) -> int | None:
+        """The kernel outside the tuned range: the widest packed one when the op is packed
+        (its weight then lives packed only), else None (the op as it was)."""
+        if not self.packed:
+            return None
+        return max(self.packed, key=lambda kernel: (self.packed[kernel].m0, -kernel))
 
 
 def emit_dispatch(
@@ -109,7 +121,14 @@ def emit_dispatch(
             matched.add(found.key)
             consumers = fused_consumers(op)
             targets.append(
-                _Target(op, found, planned, _kernel_infos(ctx, op, found, planned), consumers)
+                _Target(
+                    op,
+                    found,
+                    planned,
+                    _kernel_infos(ctx, op, found, planned),
+                    consumers,
+                    _packed_tiles(ctx, op, found, planned, remarks),
+                )
             )
             fused = f", {len(consumers)} fused consumer(s) in each branch" if consumers else ""
             remarks.append(
@@ -142,6 +161,9 @@ def _kernel_infos(
     infos: dict[int, ir.Attribute | None] = {}
     for index in planned.tree.kernels():
         kernel = planned.kernels[index]
+        if isinstance(kernel.candidate, PackedCandidate):
+            infos[index] = None
+            continue
         if kernel.route != "config":
             raise ctx.fail(
                 op,
@@ -161,6 +183,37 @@ def _kernel_infos(
                 f"kernel {index} ({kernel.candidate_key}): compilation_info does not parse: {err}",
             ) from None
     return infos
+
+
+def _packed_tiles(
+    ctx: PassContext,
+    op: ir.Operation,
+    workload: Workload,
+    planned: WorkloadPlan,
+    remarks: list[tuple[ir.Operation, str]],
+) -> dict[int, PackedTile]:
+    """The tile of every packed kernel the tree runs; an op that cannot be packed fails."""
+    tiles = {
+        index: PackedTile(kernel.candidate.m0, kernel.candidate.n0, kernel.candidate.k0)
+        for index in planned.tree.kernels()
+        if isinstance((kernel := planned.kernels[index]).candidate, PackedCandidate)
+    }
+    if not tiles:
+        return tiles
+    problem = packing_problem(workload)
+    if problem is not None and 1 in workload.constant_operands:
+        raise ctx.fail(op, f"plan for workload {workload.key} runs packed kernels: {problem}")
+    if problem is not None:
+        remarks.append(
+            (op, "warning: the weight is not a constant: packed kernels pack it on every call")
+        )
+    if len({(t.n0, t.k0) for t in tiles.values()}) > 1:
+        raise ctx.fail(
+            op,
+            f"plan for workload {workload.key}: packed kernels with different weight tiles "
+            "(one packed weight is shared by every branch)",
+        )
+    return tiles
 
 
 def _loops(loops: Sequence[int]) -> str:
@@ -248,16 +301,21 @@ def _rewrite(target: _Target) -> None:
         }
         outside = _outside_range(target.plan, dims)
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
+        packed = _Packed.of(target, dims)
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
-            scf.YieldOp(_clone_group(target, FALLBACK, None))
+            fallback = target.fallback
+            if fallback is None:
+                scf.YieldOp(_clone_group(target, FALLBACK, None))
+            else:
+                scf.YieldOp(_clone_group(target, FALLBACK, None, packed.branch(fallback)))
         with ir.InsertionPoint(cascade.else_block):
             if len(kernels) == 1:
-                chosen = _clone_group(target, *_kernel(target, kernels[0]))
+                chosen = _clone_group(target, *_kernel(target, kernels[0], packed))
             else:
                 positions = {kernel: position for position, kernel in enumerate(kernels)}
                 case = _select_tree(target.plan.tree.root, dims, positions)
-                chosen = _emit_cases(target, case, kernels, result_types)
+                chosen = _emit_cases(target, case, kernels, result_types, packed)
             scf.YieldOp(chosen)
         results = list(cascade.results)
         if _function_of(op) == "util.func":
@@ -329,29 +387,76 @@ def _select_tree(node: Node, dims: dict[int, ir.Value], cases: dict[int, int]) -
 
 
 def _emit_cases(
-    target: _Target, case: ir.Value, kernels: Sequence[int], result_types: list[ir.Type]
+    target: _Target,
+    case: ir.Value,
+    kernels: Sequence[int],
+    result_types: list[ir.Type],
+    packed: _Packed,
 ) -> list[ir.Value]:
     """The kernel whose position is ``case``: a balanced scf.if search over the positions."""
     if len(kernels) == 1:
-        return _clone_group(target, *_kernel(target, kernels[0]))
+        return _clone_group(target, *_kernel(target, kernels[0], packed))
     half = len(kernels) // 2
     last_low = target.plan.tree.kernels().index(kernels[half - 1])
     low = arith.CmpIOp(arith.CmpIPredicate.ule, case, _index(last_low))
     branch = scf.IfOp(low.result, result_types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp(_emit_cases(target, case, kernels[:half], result_types))
+        scf.YieldOp(_emit_cases(target, case, kernels[:half], result_types, packed))
     with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp(_emit_cases(target, case, kernels[half:], result_types))
+        scf.YieldOp(_emit_cases(target, case, kernels[half:], result_types, packed))
     return list(branch.results)
 
 
-def _kernel(target: _Target, kernel: int) -> tuple[str, ir.Attribute | None]:
-    return target.plan.kernels[kernel].candidate_key, target.infos[kernel]
+@dataclass(frozen=True)
+class _Packed:
+    """What packed branches share: the weight packed once (before the cascade), M's value."""
+
+    target: _Target
+    weight: ir.Value | None
+    rows: ir.Value | None
+
+    @staticmethod
+    def of(target: _Target, dims: dict[int, ir.Value]) -> _Packed:
+        if not target.packed:
+            return _Packed(target, None, None)
+        tile = next(iter(target.packed.values()))
+        weight = pack_weight(target.op.operands[1], target.workload, tile)
+        (m,) = target.workload.dynamic_dims
+        return _Packed(target, weight, dims[m.index])
+
+    def branch(self, kernel: int) -> Callable[[], ir.Operation] | None:
+        """A builder of kernel ``kernel``'s packed form, or None when it is not packed."""
+        tile = self.target.packed.get(kernel)
+        if tile is None or self.weight is None or self.rows is None:
+            return None
+        op, weight, rows = self.target.op, self.weight, self.rows
+        inits = _inits(op)
+
+        def build() -> ir.Operation:
+            unpack = packed_contraction(op.operands[0], weight, inits[0], rows, tile)
+            unpack.attributes[KERNEL_ATTR] = ir.StringAttr.get(
+                self.target.plan.kernels[kernel].candidate_key
+            )
+            return unpack
+
+        return build
 
 
-def _clone_group(target: _Target, kernel: str, info: ir.Attribute | None) -> list[ir.Value]:
-    """The op (config replaced by ``info``) and its fused consumers, reading the clones."""
-    current = _clone(target.op, kernel, info)
+def _kernel(
+    target: _Target, kernel: int, packed: _Packed
+) -> tuple[str, ir.Attribute | None, Callable[[], ir.Operation] | None]:
+    return target.plan.kernels[kernel].candidate_key, target.infos[kernel], packed.branch(kernel)
+
+
+def _clone_group(
+    target: _Target,
+    kernel: str,
+    info: ir.Attribute | None,
+    packed: Callable[[], ir.Operation] | None = None,
+) -> list[ir.Value]:
+    """The op (config replaced by ``info``, or its packed form) and its fused consumers,
+    reading the clones."""
+    current = packed() if packed is not None else _clone(target.op, kernel, info)
     for member, operand in target.consumers:
         clone = member.clone()
         clone.operands[operand] = current.results[0]

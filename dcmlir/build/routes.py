@@ -19,9 +19,9 @@ from typing import Protocol
 
 from dcmlir.build.compiler import Build, default_cache_dir
 from dcmlir.build.td import td_flags, verify_td_build
-from dcmlir.codegen.kernel import KernelVariant
+from dcmlir.codegen.kernel import KernelVariant, PackedTile
 from dcmlir.codegen.library import codegen_library, compilation_info
-from dcmlir.space import Candidate
+from dcmlir.space import Candidate, PackedCandidate
 from dcmlir.workload import Workload
 
 
@@ -73,6 +73,8 @@ class ConfigRoute:
     name = "config"
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
+        if isinstance(candidate, PackedCandidate):
+            return packed_variant(candidate, function)
         attribute = candidate.compilation_info(workload)  # type: ignore[attr-defined]
         if attribute is None:
             return KernelVariant(function)
@@ -104,6 +106,8 @@ class TransformLibraryRoute:
         self._dumps: dict[tuple[str, ...], Path] = {}
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
+        if isinstance(candidate, PackedCandidate):
+            return packed_variant(candidate, function)
         levels = candidate.levels(workload)  # type: ignore[attr-defined]
         if levels is None:
             return KernelVariant(function)
@@ -115,7 +119,7 @@ class TransformLibraryRoute:
         tiled = [
             (name, workload, candidate.levels(workload))  # type: ignore[attr-defined]
             for name, candidate in chunk
-            if candidate.levels(workload) is not None  # type: ignore[attr-defined]
+            if not isinstance(candidate, PackedCandidate) and candidate.levels(workload) is not None  # type: ignore[attr-defined]
         ]
         if not tiled:
             return BuildRequest()
@@ -135,7 +139,11 @@ class TransformLibraryRoute:
         self, build: Build, chunk: Sequence[tuple[str, Candidate]], workdir: Path
     ) -> dict[str, str]:
         dumps = self._dumps.pop(tuple(name for name, _ in chunk), None)
-        names = [name for name, candidate in chunk if not _is_default(candidate)]
+        names = [
+            name
+            for name, candidate in chunk
+            if not _is_default(candidate) and not isinstance(candidate, PackedCandidate)
+        ]
         if dumps is None or not names:
             return {}
         problems = verify_td_build(build.log, dumps, names)
@@ -153,6 +161,11 @@ _DUMP_FLAGS = (
     "--mlir-print-ir-after=",
     "--mlir-print-ir-tree-dir=",
 )
+
+
+def packed_variant(candidate: PackedCandidate, function: str) -> KernelVariant:
+    """A packed kernel is its own program (pack, mmt4d, unpack) on every route."""
+    return KernelVariant(function, packed=PackedTile(candidate.m0, candidate.n0, candidate.k0))
 
 
 def _is_default(candidate: Candidate) -> bool:

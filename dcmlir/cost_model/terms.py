@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate
+from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, PackedCandidate
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
 
@@ -76,7 +76,9 @@ def pad_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...] | Non
     if isinstance(candidate, DefaultCandidate):
         return None
     levels = candidate.levels(workload)
-    parallel = levels.vector if isinstance(candidate, CpuCandidate) else levels.workgroup
+    parallel = (
+        levels.vector if isinstance(candidate, CpuCandidate | PackedCandidate) else levels.workgroup
+    )
     return tuple(
         levels.reduction[d.index] if d.role == K else parallel[d.index] for d in workload.dims
     )

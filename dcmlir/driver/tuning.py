@@ -44,7 +44,7 @@ from dcmlir.search.model_graph import (
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
-from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.space import DefaultCandidate, workload_space
 from dcmlir.target import Target, target_from_name
 from dcmlir.workload import Workload
 
@@ -156,7 +156,7 @@ def tune(
                 workload,
                 measurer,
                 roles.model(workload, target_object, measurer, seed, route),
-                space_for(target_object),
+                workload_space(target_object, workload),
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dcmlir.ir.iree import ParameterFile, load_functions
+from dcmlir.layouts import PackedWeight
 from dcmlir.measure.host import HostFunction, device_threads
 
 __all__ = [
@@ -49,16 +50,21 @@ class Callee(Protocol):
 
 @dataclass(frozen=True)
 class ModuleFunction:
-    """``function`` of the compiled module file ``vmfb_path``; ``parameters``: its weights."""
+    """``function`` of the compiled module file ``vmfb_path``; ``parameters``: its weights.
+
+    ``weight``: the function reads input 1 packed this way (a packed kernel); the
+    worker packs it once per input set, outside the timed calls.
+    """
 
     name: str
     vmfb_path: str
     function: str
     parameters: ParameterFile | None = None
+    weight: PackedWeight | None = None
 
     @property
     def key(self) -> Hashable:
-        return ("module", self.vmfb_path, self.parameters, self.function)
+        return ("module", self.vmfb_path, self.parameters, self.function, self.weight)
 
     @property
     def group(self) -> Hashable:
@@ -107,6 +113,23 @@ class HostModel:
 Variant = ModuleFunction | HostLibrary | HostModel
 
 
+class PackedInputs:
+    """A packed kernel: input 1 (the weight) packed when the inputs are prepared."""
+
+    def __init__(self, callee: Callee, weight: PackedWeight) -> None:
+        self.callee = callee
+        self.weight = weight
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> Any:
+        return self.callee.prepare([inputs[0], self.weight.pack(inputs[1]), *inputs[2:]])
+
+    def invoke(self, prepared: Any) -> Any:
+        return self.callee.invoke(prepared)
+
+    def to_host(self, result: Any) -> list[np.ndarray]:
+        return self.callee.to_host(result)
+
+
 def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee], dict[int, str]]:
     """Load variants of one ``group`` on ``driver``: (callees, errors), by position in ``group``.
 
@@ -118,13 +141,16 @@ def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee]
     if isinstance(first, ModuleFunction):
         with open(first.vmfb_path, "rb") as file:
             vmfb = file.read()
-        names = [v.function for v in group if isinstance(v, ModuleFunction)]
+        functions = [v for v in group if isinstance(v, ModuleFunction)]
+        names = [v.function for v in functions]
         loaded, failed = load_functions(vmfb, names, driver, parameters=first.parameters)
-        for index, name in enumerate(names):
-            if name in loaded:
-                found[index] = loaded[name]
+        for index, variant in enumerate(functions):
+            if variant.function not in loaded:
+                errors[index] = failed[variant.function]
+            elif variant.weight is not None:
+                found[index] = PackedInputs(loaded[variant.function], variant.weight)
             else:
-                errors[index] = failed[name]
+                found[index] = loaded[variant.function]
         return found, errors
     for index, variant in enumerate(group):
         try:

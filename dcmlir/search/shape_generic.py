@@ -34,11 +34,13 @@ import numpy as np
 
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.cost_model import pad
+from dcmlir.cost_model.row_tiles import tile_grid_estimate, two_points
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
+from dcmlir.search.selection import kernel_families, select_kernels
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DefaultCandidate
+from dcmlir.space import Candidate, DefaultCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
 UNSEEN_REMAINDER = 2.0
@@ -64,6 +66,7 @@ class SearchSettings:
     top_k: int = 4
     verify_batch: int = 64  # pairs measured per verification round
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
+    tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
 
@@ -237,6 +240,7 @@ class ShapeGenericSearch:
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
+        self._tile_grid_estimates(estimate)
         for (key, shape), seconds in self.measured.items():
             if key in column_of and shape in self.shape_index:
                 estimate[self.shape_index[shape], column_of[key]] = seconds
@@ -244,6 +248,24 @@ class ShapeGenericSearch:
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
+
+    def _tile_grid_estimates(self, estimate: np.ndarray) -> None:
+        """Packed kernels: the line ``a + b * ceil(M / M0)`` through their own measurements
+        (:mod:`dcmlir.cost_model.row_tiles`) replaces the generic model's estimate."""
+        for column, candidate in enumerate(self.candidates):
+            if (
+                not isinstance(candidate, PackedCandidate)
+                or not np.isfinite(estimate[:, column]).any()
+            ):
+                continue
+            points = [
+                (shape[0], seconds)
+                for (key, shape), seconds in self.measured.items()
+                if key == self.keys[column]
+            ]
+            found = tile_grid_estimate(candidate.m0, points, [shape[0] for shape in self.shapes])
+            if found is not None:
+                estimate[:, column] = found
 
     def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:
         """What this candidate's measurements say beyond the shape correction, per shape.
@@ -291,55 +313,12 @@ class ShapeGenericSearch:
         return np.exp((weights * values).sum(axis=1) / weights.sum(axis=1))
 
     # -- selecting ---------------------------------------------------------------------------
-    def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
-        """Greedy set cover of the shapes' top-k by at most ``max_kernels`` candidates."""
-        k = min(self.settings.top_k, len(self.candidates))
-        order = np.argsort(estimate, axis=1, kind="stable")
-        top = [set(order[row, :k].tolist()) for row in range(len(self.shapes))]
-        uncovered = set(range(len(self.shapes)))
-        chosen: list[int] = []
-        while uncovered and len(chosen) < self.settings.max_kernels:
-            gains = {
-                column: _cover_gain(estimate, top, uncovered, column)
-                for column in range(len(self.candidates))
-                if column not in chosen
-            }
-            best = max(gains, key=lambda column: gains[column])
-            if gains[best][0] == 0:
-                break
-            chosen.append(best)
-            uncovered = {row for row in uncovered if best not in top[row]}
-        if not chosen:
-            chosen = [int(order[0, 0])]
-        # shapes outside every chosen kernel's top-k: the best chosen kernel still serves them;
-        # improve the set by swapping in kernels that lower the total cost, while room remains
-        chosen = self._fill(estimate, chosen)
-        choice = {
-            shape: int(min(range(len(chosen)), key=lambda i: (estimate[row, chosen[i]], i)))
-            for row, shape in enumerate(self.shapes)
-        }
-        used = sorted({chosen[i] for i in choice.values()})
-        remap = {column: index for index, column in enumerate(used)}
-        return used, {shape: remap[chosen[i]] for shape, i in choice.items()}
+    def families(self) -> list[list[int]]:
+        return kernel_families(self.candidates)
 
-    def _fill(self, estimate: np.ndarray, chosen: list[int]) -> list[int]:
-        """Add kernels (up to the cap) that most lower the geomean of the per-shape best."""
-        chosen = list(chosen)
-        logs = np.log(np.where(np.isfinite(estimate), estimate, 1e9))
-        while len(chosen) < self.settings.max_kernels:
-            current = logs[:, chosen].min(axis=1).sum()
-            gains = [
-                (current - np.minimum(logs[:, chosen].min(axis=1), logs[:, c]).sum(), -c)
-                for c in range(len(self.candidates))
-                if c not in chosen
-            ]
-            if not gains:
-                break
-            best_gain, negative = max(gains)
-            if best_gain <= 1e-3 * len(self.shapes):  # < 0.1% geomean improvement
-                break
-            chosen.append(-negative)
-        return chosen
+    def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
+        """The kernels (columns) and each shape's pick: see :mod:`dcmlir.search.selection`."""
+        return select_kernels(estimate, self.shapes, self.candidates, self.settings)
 
     # -- verifying ---------------------------------------------------------------------------
     def verification_pairs(
@@ -437,20 +416,26 @@ class ShapeGenericSearch:
         allowed = max(1, self.settings.budget // 2)
         candidates = self.candidates
         if len(candidates) > allowed:
-            default = [c for c in candidates if isinstance(c, DefaultCandidate)]
-            rest = [c for c in candidates if not isinstance(c, DefaultCandidate)]
-            step = len(rest) / max(allowed - len(default), 1)
-            candidates = default + [rest[int(i * step)] for i in range(allowed - len(default))]
-        return [(c, tuple(self._cherry_pick(self.workload, c, self.shapes))) for c in candidates]
+            # IREE's default and the (few) packed kernels always; the rest spread evenly
+            always = [c for c in candidates if isinstance(c, DefaultCandidate | PackedCandidate)]
+            rest = [c for c in candidates if c not in always]
+            room = max(allowed - len(always), 0)
+            step = len(rest) / max(room, 1)
+            candidates = always + [rest[int(i * step)] for i in range(room)]
+        picks: list[tuple[Candidate, Shape]] = []
+        for candidate in candidates:
+            if isinstance(candidate, PackedCandidate):
+                picks += [(candidate, shape) for shape in self._tile_grid_picks(candidate)]
+            else:
+                shape = tuple(self._cherry_pick(self.workload, candidate, self.shapes))
+                picks.append((candidate, shape))
+        return picks
 
-
-def _cover_gain(
-    estimate: np.ndarray, top: list[set[int]], uncovered: set[int], column: int
-) -> tuple[int, float, int]:
-    """(shapes newly covered, -their log cost, -column): more cover, then cheaper, then first."""
-    covered = [row for row in uncovered if column in top[row]]
-    cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
-    return (len(covered), -cost, -column)
+    def _tile_grid_picks(self, candidate: PackedCandidate) -> list[Shape]:
+        """One tile and the most tiles in range: two points fix a packed kernel's line."""
+        rows = sorted(shape[0] for shape in self.shapes)
+        wanted = two_points(candidate.m0, rows[0], rows[-1])
+        return sorted({(min(rows, key=lambda r: (abs(r - w), r)),) for w in wanted})
 
 
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:

@@ -2,7 +2,8 @@
 
 Read in data-flow order: :mod:`~dcmlir.space.candidate` (what every candidate
 shares, IREE's default first), :mod:`~dcmlir.space.cpu` and
-:mod:`~dcmlir.space.cuda` (each target's kernels and menu), then
+:mod:`~dcmlir.space.cuda` (each target's kernels and menu),
+:mod:`~dcmlir.space.packed` (the data-tiled family of projections), then
 :mod:`~dcmlir.space.kinds` (every kind together: a target's space, keys, JSON).
 Import from here: ``from dcmlir.space import space_for``.
 """
@@ -22,7 +23,9 @@ from dcmlir.space.kinds import (
     candidate_from_key,
     select_candidates,
     space_for,
+    workload_space,
 )
+from dcmlir.space.packed import PackedCandidate, packed_space, packing_problem
 
 __all__ = [
     "CPU_REFERENCE_DEPTH",
@@ -31,13 +34,17 @@ __all__ = [
     "CpuCandidate",
     "CudaCandidate",
     "DefaultCandidate",
+    "PackedCandidate",
     "TileLevels",
     "candidate_from_json",
     "candidate_from_key",
     "codegen_order",
     "cpu_space",
     "cuda_space",
+    "packed_space",
+    "packing_problem",
     "per_loop",
     "select_candidates",
     "space_for",
+    "workload_space",
 ]

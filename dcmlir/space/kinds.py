@@ -14,7 +14,9 @@ from typing import Any
 from dcmlir.space.candidate import DefaultCandidate
 from dcmlir.space.cpu import CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
+from dcmlir.space.packed import PackedCandidate, packed_space, packing_problem
 from dcmlir.target import CpuTarget, CudaTarget, Target
+from dcmlir.workload import Workload
 
 __all__ = [
     "Candidate",
@@ -22,9 +24,10 @@ __all__ = [
     "candidate_from_key",
     "select_candidates",
     "space_for",
+    "workload_space",
 ]
 
-Candidate = DefaultCandidate | CpuCandidate | CudaCandidate
+Candidate = DefaultCandidate | CpuCandidate | CudaCandidate | PackedCandidate
 
 
 def space_for(target: Target) -> list[Candidate]:
@@ -34,6 +37,15 @@ def space_for(target: Target) -> list[Candidate]:
     if isinstance(target, CudaTarget):
         return list(cuda_space(target))
     raise TypeError(f"no micro-kernel space for {type(target).__name__}")
+
+
+def workload_space(target: Target, workload: Workload) -> list[Candidate]:
+    """The candidates for one workload: the target's space, then the packed family where
+    the workload is a projection with a constant weight (:func:`packing_problem`)."""
+    space = space_for(target)
+    if isinstance(target, CpuTarget) and packing_problem(workload) is None:
+        space += packed_space(target)
+    return space
 
 
 def _from_json_fields(cls: type, obj: Mapping[str, Any]) -> Any:
@@ -51,6 +63,8 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         return DefaultCandidate()
     if kind == CpuCandidate.kind:
         return _from_json_fields(CpuCandidate, obj)
+    if kind == PackedCandidate.kind:
+        return _from_json_fields(PackedCandidate, obj)
     if kind == CudaCandidate.kind:
         values = dict(obj)
         if values.get("stated_workgroup_size") is not None:
@@ -60,6 +74,7 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
 
 
 _CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
+_PACKED_KEY = re.compile(r"^packed:m(\d+)n(\d+)k(\d+)$")
 _CUDA_KEY = re.compile(r"^cuda:wg(\d+)x(\d+):t(\d+)x(\d+):k(\d+)(:p)?(?::ws(\d+)x(\d+)x(\d+))?$")
 
 
@@ -72,6 +87,9 @@ def candidate_from_key(key: str) -> Candidate:
         wm, wn, cm, cn, vm, vn, vk = found.groups()
         cache = (int(cm), int(cn)) if cm is not None else (None, None)
         return CpuCandidate(int(wm), int(wn), int(vm), int(vn), int(vk), *cache)
+    found = _PACKED_KEY.match(key)
+    if found:
+        return PackedCandidate(*(int(v) for v in found.groups()))
     found = _CUDA_KEY.match(key)
     if found:
         wm, wn, tm, tn, k, promote, *size = found.groups()
@@ -81,7 +99,7 @@ def candidate_from_key(key: str) -> Candidate:
         )
     raise ValueError(
         f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
-        "cuda:wg32x64:t4x4:k8:p)"
+        "cuda:wg32x64:t4x4:k8:p, packed:m4n16k1)"
     )
 
 

@@ -1,0 +1,120 @@
+"""The packed (data-tiled) micro-kernels: :class:`PackedCandidate` and the packed family.
+
+IREE's data tiling (``--iree-opt-data-tiling``) packs a projection's operands into
+tiles and runs ``linalg.mmt4d`` on them (its hand-written ukernels on a CPU); for a
+dynamic M it always packs with its widest M tile, which leaves most of the time on
+the table at small M. Here the inner tile ``M0 x N0 x K0`` is the micro-kernel, and
+the search picks ``M0`` per shape: a narrow one at small T, a wide one at large T.
+The weights are packed once with ``N0 x K0`` (shared by every packed kernel of a
+workload, hoisted out of the call because the weight is a constant), the
+activations are packed per call with ``M0 x K0`` (padded to a multiple of ``M0``).
+docs/design.md section 12 tells the whole story.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dcmlir.space.candidate import TileLevels, check_sizes, per_loop
+from dcmlir.target import CpuTarget, Target
+from dcmlir.workload import BATCH, K, M, N, Workload
+
+__all__ = [
+    "PACKED_LAYOUTS",
+    "PACKED_M0",
+    "PackedCandidate",
+    "packed_space",
+    "packing_problem",
+]
+
+PACKED_M0 = (1, 2, 4, 8, 16)
+"""Rows of the packed activation tile: the mmt4d ukernels' M0 for f32 on x86 and Arm."""
+
+PACKED_K0 = 1
+"""Depth of a packed tile: 1 for f32 (the ukernels' f32 tiles are outer products)."""
+
+PACKED_LAYOUTS = ("mk,kn->mn", "mk,nk->mn")
+"""The projections the family packs: ``x @ W`` and ``x @ W^T`` (torch's ``Linear``)."""
+
+
+def packing_problem(workload: Workload) -> str | None:
+    """Why ``workload`` cannot run packed kernels, or None when it can.
+
+    The family is for projections: one dynamic M loop, static N and K, f32, and a
+    weight operand that is a constant of the program (else packing it would run on
+    every call, which is not what was measured).
+    """
+    if workload.layout not in PACKED_LAYOUTS:
+        return f"layout {workload.layout} is not a projection ({' or '.join(PACKED_LAYOUTS)})"
+    if set(workload.element_types) != {"f32"}:
+        return f"element types {','.join(workload.element_types)}: only f32 is packed"
+    if [d.role for d in workload.dynamic_dims] != [M]:
+        return "only M may be dynamic"
+    if 1 not in workload.constant_operands:
+        return "the weight operand is not a constant (it would be packed on every call)"
+    return None
+
+
+@dataclass(frozen=True)
+class PackedCandidate:
+    """``linalg.pack`` the activations ``M0 x K0``, ``linalg.mmt4d`` on weights packed
+    ``N0 x K0`` once, ``linalg.unpack``: the mmt4d's configuration is IREE's own (its
+    ukernel where the target has one)."""
+
+    kind: ClassVar[str] = "packed"
+
+    m0: int
+    n0: int
+    k0: int = PACKED_K0
+
+    def __post_init__(self) -> None:
+        check_sizes(self, ("m0", "n0", "k0"))
+
+    def key(self) -> str:
+        """``packed:m4n16k1``."""
+        return f"packed:m{self.m0}n{self.n0}k{self.k0}"
+
+    def problems(self, target: Target | None = None) -> list[str]:
+        if target is None:
+            return []
+        if not isinstance(target, CpuTarget):
+            return [f"packed kernels are built for llvm-cpu only, not {target.backend}"]
+        if self.n0 != target.lanes:
+            return [f"n0={self.n0} is not the target's {target.lanes} f32 lanes"]
+        return []
+
+    def validate(self, target: Target | None = None) -> None:
+        found = self.problems(target)
+        if found:
+            raise ValueError(f"{self.key()}: {'; '.join(found)}")
+
+    def levels(self, workload: Workload) -> TileLevels:
+        """The packed tile as tile levels: what the pad term divides by (M0 rows, N0 columns)."""
+        tile = per_loop(workload, {BATCH: 1, M: self.m0, N: self.n0})
+        return TileLevels(workgroup=tile, vector=tile, reduction=per_loop(workload, {K: self.k0}))
+
+    def compilation_info(self, workload: Workload) -> None:
+        """No attribute on the op: the packed form is a different program, not a config."""
+        return None
+
+    def op_attributes(self, workload: Workload) -> str:
+        return ""
+
+    def features(self, target: Target | None = None) -> dict[str, float]:
+        return {
+            "is_default": 0.0,
+            "is_packed": 1.0,
+            "vector_m": float(self.m0),
+            "vector_n": float(self.n0),
+            "vector_k": float(self.k0),
+            "vector_elements": float(self.m0 * self.n0),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "m0": self.m0, "n0": self.n0, "k0": self.k0}
+
+
+def packed_space(target: CpuTarget) -> list[PackedCandidate]:
+    """One packed kernel per M0 of :data:`PACKED_M0`, N0 the target's f32 lanes."""
+    return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
