@@ -8,6 +8,7 @@ from typing import IO
 from dcmlir.bench import (
     BASELINES,
     DEFAULT_BUCKETS,
+    WEIGHT_MODES,
     BenchError,
     BenchSettings,
     bench,
@@ -25,8 +26,8 @@ BASELINE_HELP = "; ".join(f"{name}: {text}" for name, text in BASELINES.items())
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "bench",
-        help="time a tuned workload against every baseline (IREE default, per-shape, oracle, "
-        "bucketing, IREE specialization, numpy, torch) and plot it",
+        help="time a tuned workload against every baseline (IREE default, data tiling, "
+        "per-shape, oracle, bucketing, IREE specialization, numpy, torch, onnxruntime) and plot it",
         description="Compile one workload (a module whose function is one dynamic "
         "contraction) for every baseline and time them side by side in one process, "
         "interleaved per shape, every output checked. Writes NAME.json (every number), "
@@ -62,6 +63,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(use one file per --device)",
     )
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    parser.add_argument(
+        "--weights",
+        choices=WEIGHT_MODES,
+        help="operand 1 as a module constant (one fixed random array, only the activation an "
+        "input: a model's projection) or as an argument (default: constant where operand 1 "
+        "has no dynamic dim, else argument)",
+    )
     parser.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
@@ -112,6 +120,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             oracle_rounds=args.oracle_rounds,
             oracle_candidates=args.oracle_candidates,
             timeout=args.timeout,
+            weights=args.weights,
         )
         # the workload's rank is known inside bench(): N and ranges are widened there
         shapes = shapes_option("--shapes", args.shapes, None) if args.shapes else None

@@ -10,60 +10,66 @@ outputs were checked against a float64 numpy reference. The baselines:
 ===================  =========================================================================
 ``dcmlir``           the dispatched module (the plan's ``scf.if`` cascade over tuned kernels)
 ``iree-default``     IREE's default dynamic-shape lowering (the baseline of every ratio)
+``iree-data-tiling`` IREE with ``--iree-opt-data-tiling``: packed layout, mmt4d ukernels
 ``iree-static``      IREE compiled per static shape, default configs
 ``iree-specialized`` IREE's ``iree_codegen.specialization_ranges`` with the plan's ranges
 ``oracle``           the best candidate of dcmlir's space measured at each shape
 ``bucketing``        kernels tuned at bucket sizes, inputs padded up to the bucket
 ``numpy``            numpy (BLAS) with the device's thread count
 ``torch``            PyTorch (CPU) with the device's thread count, when installed
+``onnxruntime``      the contraction as an ONNX model in ONNX Runtime, the device's threads
 ===================  =========================================================================
+
+Weights (:mod:`dcmlir.bench.weights`): in ``constant`` mode (the default when
+operand 1 has no dynamic dim, as a projection's weight) every baseline holds
+one fixed random operand 1 as a constant and takes only the activation; in
+``argument`` mode both operands are inputs, rotated over the input sets.
 
 A baseline that cannot run here (torch not installed, say) is reported with
 the reason, not dropped silently; a variant that fails to build or gives wrong
 numbers is a row with its error.
 
-The numbers go into a :class:`~dcmlir.bench.results.BenchResult`;
+:mod:`dcmlir.bench.peers` builds each baseline; the numbers go into a
+:class:`~dcmlir.bench.results.BenchResult`;
 :mod:`dcmlir.bench.outputs` and :mod:`dcmlir.bench.plots` write it out.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from dcmlir.bench.baselines import (
-    bucketing_module,
-    entry_function,
-    leaf_boxes,
-    oracle_module,
-    shape_label,
-    specialized_module,
-    static_function,
-    static_module,
-)
+from dcmlir.bench.baselines import entry_function, shape_label
+from dcmlir.bench.peers import Builder, Context, Prepared, prepare
 from dcmlir.bench.results import BASELINE, BASELINES, BenchResult, Cell
-from dcmlir.build.compiler import BuildError, build, scratch_directory
+from dcmlir.bench.weights import (
+    CONSTANT,
+    WEIGHT_MODES,
+    ConstantWeightReference,
+    constant_weight_problem,
+    default_weight_mode,
+    weight_array,
+    weight_problem,
+)
+from dcmlir.build.compiler import scratch_directory
 from dcmlir.dispatch import Plan, PlanError, WorkloadPlan
 from dcmlir.driver import TuneError, load_workloads
-from dcmlir.driver import compile as compile_plan
 from dcmlir.ir.inputs import read_module_source
 from dcmlir.ir.iree import cuda_device_available, versions
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import Measurer, MeasureReport, NoDevice
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.timing import MeasureSettings, Timing
-from dcmlir.measure.variants import HostLibrary, ModuleFunction, Variant
 from dcmlir.progress import Progress
 from dcmlir.records import RecordDatabase
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, candidate_from_key, select_candidates, space_for
+from dcmlir.space import select_candidates, space_for
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
 
@@ -96,6 +102,7 @@ class BenchSettings:
     oracle_rounds: int = 2
     oracle_candidates: int = 0  # 0: the whole space; N: N spread over it (quick checks)
     timeout: float = 60.0
+    weights: str | None = None  # constant, argument; None: constant where operand 1 is static
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.baselines if b not in BASELINES]
@@ -111,18 +118,13 @@ class BenchSettings:
             raise BenchError("--rounds and --oracle-rounds must be >= 1")
         if not self.buckets or any(b < 1 for b in self.buckets):
             raise BenchError("--buckets: give positive sizes, e.g. 16,32,64,128")
+        if self.weights is not None and self.weights not in WEIGHT_MODES:
+            raise BenchError(
+                f"--weights: unknown mode '{self.weights}' (known: {', '.join(WEIGHT_MODES)})"
+            )
 
 
 # --- the run ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _Prepared:
-    """A baseline ready to time: the variant to run at each shape (or why it cannot run)."""
-
-    variants: dict[Shape, Variant] = field(default_factory=dict)
-    kernels: dict[Shape, str] = field(default_factory=dict)
-    unavailable: str | None = None
 
 
 def load_bench_workload(
@@ -198,15 +200,19 @@ def bench(
     shape_list = list(dict.fromkeys(given)) or default_shapes(workload, planned)
     for shape in shape_list:
         workload.shape_dims(shape)  # a ValueError names a shape of the wrong rank
+    weights = settings.weights or default_weight_mode(workload)
+    if weights == CONSTANT and (reason := weight_problem(workload)) is not None:
+        raise BenchError(f"--weights constant: {reason}")
+    weight = weight_array(workload) if weights == CONSTANT else None
     start = time.perf_counter()
     with scratch_directory("bench") as workdir:
-        builder = _Builder(Path(workdir), target, source, stream)
+        builder = Builder(Path(workdir), target, source, stream, weight, workload.operand_type(1))
         oracle = None
         if {"oracle", "bucketing"} & set(settings.baselines):
             oracle, oracle_info = _measure_oracle(
                 workload, target, shape_list, settings, device, db, stream
             )
-        ctx = _Context(
+        ctx = Context(
             Path(str(input)),
             text,
             workload,
@@ -214,13 +220,13 @@ def bench(
             loaded,
             shape_list,
             oracle,
-            settings,
+            settings.buckets,
             device,
             builder,
             entry_function(text),
         )
-        prepared = {baseline: _prepare(baseline, ctx) for baseline in settings.baselines}
-        rows = _time(workload, shape_list, prepared, settings, device, stream)
+        prepared = {baseline: prepare(baseline, ctx) for baseline in settings.baselines}
+        rows = _time(_problems(workload, weight), shape_list, prepared, settings, device, stream)
     info: dict[str, Any] = {
         **versions(),
         "python": sys.version.split()[0],
@@ -231,6 +237,7 @@ def bench(
             "oracle_min_time": settings.oracle_min_time,
             "oracle_rounds": settings.oracle_rounds,
             "oracle_candidates": settings.oracle_candidates,
+            "weights": weights,
         },
         "plan_kernels": [k.candidate_key for k in planned.kernels],
         "plan_tree_depth": planned.tree.depth,
@@ -251,26 +258,16 @@ def bench(
         shape_list,
         rows,
         info,
+        weights,
     )
 
 
-class _Builder:
-    """Compiles each baseline's module once (cached) into a file the runner loads."""
-
-    def __init__(self, workdir: Path, target: Target, source: str, stream: IO[str]) -> None:
-        self.workdir, self.target, self.source, self.stream = workdir, target, source, stream
-        self.seconds = 0.0
-
-    def __call__(self, label: str, text: str) -> str:
-        print(f"dcmlir bench: building {label}", file=self.stream)
-        built = build(text, self.target, source_name=f"{self.source} ({label})")
-        self.seconds += built.seconds
-        return self.save(label, built.vmfb)
-
-    def save(self, label: str, vmfb: bytes) -> str:
-        path = self.workdir / f"{label}.vmfb"
-        path.write_bytes(vmfb)
-        return str(path)
+def _problems(workload: Workload, weight: Any) -> Callable[[Shape], ShapeProblem]:
+    """Each shape's inputs and reference: both operands, or the activation and the weight."""
+    if weight is None:
+        return lambda shape: ShapeProblem.of(workload, workload.shape_dims(shape))
+    reference = ConstantWeightReference(workload.einsum(), weight)  # one for every shape
+    return lambda shape: constant_weight_problem(workload, workload.shape_dims(shape), reference)
 
 
 def _measure_oracle(
@@ -316,134 +313,10 @@ def _measure_oracle(
     return report, info
 
 
-@dataclass
-class _Context:
-    """What every baseline's preparation may need."""
-
-    input: Path
-    text: str
-    workload: Workload
-    planned: WorkloadPlan
-    plan: Plan
-    shapes: list[Shape]
-    oracle: MeasureReport | None
-    settings: BenchSettings
-    device: str
-    build: _Builder
-    function: str  # the module's function that holds the workload (not always ``main``)
-
-
-def _prepare(baseline: str, ctx: _Context) -> _Prepared:
-    """Build one baseline; a build failure becomes the baseline's reason, not an exception."""
-    try:
-        return _PREPARERS[baseline](ctx)
-    except BuildError as err:
-        return _Prepared(unavailable=f"IREE could not compile it: {str(err).splitlines()[0]}")
-
-
-def _everywhere(ctx: _Context, name: str, path: str, function: str | None = None) -> _Prepared:
-    """``function`` at every shape; by default the user's own (their module, built by IREE)."""
-    called = function if function is not None else ctx.function
-    return _Prepared({s: ModuleFunction(name, path, called) for s in ctx.shapes})
-
-
-def _prepare_dcmlir(ctx: _Context) -> _Prepared:
-    try:
-        compiled = compile_plan(ctx.input, plan=ctx.plan, stream=ctx.build.stream)
-    except TuneError as err:
-        return _Prepared(unavailable=str(err).splitlines()[0])
-    prepared = _everywhere(ctx, "dcmlir", ctx.build.save("dcmlir", compiled.vmfb))
-    for shape in ctx.shapes:
-        chosen = ctx.planned.select(ctx.workload.shape_dims(shape))
-        prepared.kernels[shape] = chosen.candidate_key if chosen else "IREE default (out of range)"
-    return prepared
-
-
-def _prepare_default(ctx: _Context) -> _Prepared:
-    return _everywhere(ctx, "iree-default", ctx.build("iree-default", ctx.text))
-
-
-def _prepare_static(ctx: _Context) -> _Prepared:
-    path = ctx.build("iree-static", static_module(ctx.workload, ctx.shapes))
-    return _Prepared(
-        {s: ModuleFunction("iree-static", path, static_function(s)) for s in ctx.shapes},
-        {s: f"static {shape_label(s)}" for s in ctx.shapes},
-    )
-
-
-def _prepare_specialized(ctx: _Context) -> _Prepared:
-    boxes = [box for box, _ in leaf_boxes(ctx.planned.tree, ctx.planned.dims)]
-    module = specialized_module(ctx.text, ctx.workload.key, boxes)
-    prepared = _everywhere(ctx, "iree-specialized", ctx.build("iree-specialized", module))
-    prepared.kernels = {s: f"{len(boxes)} ranges" for s in ctx.shapes}
-    return prepared
-
-
-def _prepare_oracle(ctx: _Context) -> _Prepared:
-    assert ctx.oracle is not None
-    best = {s: ctx.oracle.best(s) for s in ctx.shapes}
-    usable = {s: key for s, (key, seconds) in best.items() if math.isfinite(seconds)}
-    if not usable:
-        return _Prepared(unavailable="no candidate of the space ran at any shape")
-    picks = sorted(set(usable.values()))
-    module = oracle_module(ctx.workload, [candidate_from_key(k) for k in picks])
-    path = ctx.build("oracle", module)
-    return _Prepared(
-        {s: ModuleFunction("oracle", path, f"o{picks.index(k)}") for s, k in usable.items()},
-        dict(usable),
-    )
-
-
-def _prepare_bucketing(ctx: _Context) -> _Prepared:
-    assert ctx.oracle is not None
-    ranks = len(ctx.workload.dynamic_dims)
-    tuned: dict[int, Candidate] = {}
-    for size in ctx.settings.buckets:
-        key, seconds = ctx.oracle.best((size,) * ranks)
-        if math.isfinite(seconds):
-            tuned[size] = candidate_from_key(key)
-    if not tuned:
-        return _Prepared(unavailable="no candidate ran at any bucket size")
-    module = bucketing_module(ctx.workload, tuned)  # a module of dcmlir's: its @main
-    prepared = _everywhere(ctx, "bucketing", ctx.build("bucketing", module), "main")
-    for shape in ctx.shapes:
-        size = next((b for b in sorted(tuned) if max(shape) <= b), None)
-        prepared.kernels[shape] = (
-            f"pad to {size}: {tuned[size].key()}" if size else "IREE default (above buckets)"
-        )
-    return prepared
-
-
-def _host_preparer(library: str) -> Callable[[_Context], _Prepared]:
-    def prepare(ctx: _Context) -> _Prepared:
-        if library == "numpy" and ctx.device == "cuda":
-            return _Prepared(unavailable="numpy runs on the host; the plan is for a GPU")
-        if importlib.util.find_spec(library) is None:
-            return _Prepared(
-                unavailable=f"{library} is not installed (pip install 'dcmlir[torch]')"
-            )
-        variant = HostLibrary(library, library, ctx.workload.einsum())
-        return _Prepared({s: variant for s in ctx.shapes}, {s: library for s in ctx.shapes})
-
-    return prepare
-
-
-_PREPARERS: dict[str, Callable[[_Context], _Prepared]] = {
-    "dcmlir": _prepare_dcmlir,
-    "iree-default": _prepare_default,
-    "iree-static": _prepare_static,
-    "iree-specialized": _prepare_specialized,
-    "oracle": _prepare_oracle,
-    "bucketing": _prepare_bucketing,
-    "numpy": _host_preparer("numpy"),
-    "torch": _host_preparer("torch"),
-}
-
-
 def _time(
-    workload: Workload,
+    problems: Callable[[Shape], ShapeProblem],
     shapes: list[Shape],
-    prepared: dict[str, _Prepared],
+    prepared: dict[str, Prepared],
     settings: BenchSettings,
     device: str,
     stream: IO[str],
@@ -466,8 +339,7 @@ def _time(
                 for b, p in prepared.items()
                 if p.unavailable is None and shape in p.variants
             ]
-            problem = ShapeProblem.of(workload, workload.shape_dims(shape))
-            result = runner.measure_shape(variants, problem, baseline=BASELINE)
+            result = runner.measure_shape(variants, problems(shape), baseline=BASELINE)
             reference = result.timings.get(BASELINE)
             rows[shape] = {
                 name: _cell(timing, reference, prepared[name].kernels.get(shape, ""))

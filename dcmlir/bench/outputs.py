@@ -17,13 +17,19 @@ from dcmlir.files import write_atomic
 
 __all__ = ["load_result", "markdown", "write_outputs"]
 
+WEIGHT_NOTES = {
+    "constant": "operand 1 one fixed array, a module constant; only the activation is an input",
+    "argument": "both operands are inputs, rotated over the input sets",
+}
+
 
 def markdown(result: BenchResult) -> list[str]:
     """The per-shape table (us, speedup over IREE's default in brackets) and the geomeans."""
     names = result.measured_baselines()
     lines = [
         f"`{result.name}`: {result.workload}; {result.target}; device `{result.device}`"
-        f" ({result.threads} thread{'s' if result.threads != 1 else ''}).",
+        f" ({result.threads} thread{'s' if result.threads != 1 else ''});"
+        f" weights `{result.weights}` ({WEIGHT_NOTES.get(result.weights, '')}).",
         "",
         "| shape | " + " | ".join(names) + " | dcmlir kernel |",
         "|---:|" + "---:|" * len(names) + "---|",

@@ -20,6 +20,8 @@ __all__ = ["BASELINE", "BASELINES", "BenchResult", "Cell", "geomean"]
 BASELINES: dict[str, str] = {
     "dcmlir": "the dcmlir-dispatched module (the plan's scf.if cascade over tuned kernels)",
     "iree-default": "IREE's default dynamic-shape lowering of the module",
+    "iree-data-tiling": "IREE with --iree-opt-data-tiling: operands packed into its tiled "
+    "layout, mmt4d ukernels",
     "iree-static": "IREE compiled per static shape (default configs, one function per shape)",
     "iree-specialized": "IREE's iree_codegen.specialization_ranges multi-versioning, "
     "with the plan's ranges (IREE's own configs)",
@@ -28,6 +30,8 @@ BASELINES: dict[str, str] = {
     "(TVM FlexibleShapeDispatch / Nimble)",
     "numpy": "numpy (BLAS) with the device's thread count",
     "torch": "PyTorch with the device's thread count (cuBLAS on the GPU for a CUDA plan)",
+    "onnxruntime": "the contraction as an ONNX model (MatMul) in ONNX Runtime, with the "
+    "device's thread count",
 }
 BASELINE = "iree-default"  # every speedup is over this one
 
@@ -81,6 +85,7 @@ class BenchResult:
     shapes: list[Shape]
     rows: dict[Shape, dict[str, Cell]]
     info: dict[str, Any] = field(default_factory=dict)  # versions, settings, oracle cost...
+    weights: str = "argument"  # operand 1: a module constant, or an argument like operand 0
 
     def cell(self, shape: Shape, baseline: str) -> Cell | None:
         return self.rows.get(shape, {}).get(baseline)
@@ -123,6 +128,7 @@ class BenchResult:
             "target": self.target,
             "device": self.device,
             "threads": self.threads,
+            "weights": self.weights,
             "baselines": self.baselines,
             "unavailable": self.unavailable,
             "shapes": [list(s) for s in self.shapes],
@@ -153,6 +159,7 @@ class BenchResult:
                 for row in obj["rows"]
             },
             dict(obj.get("info", {})),
+            str(obj.get("weights", "argument")),  # results written before weight modes
         )
 
 
