@@ -45,13 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from dcmlir.bench.baselines import entry_function, shape_label
 from dcmlir.bench.peers import Builder, Context, Prepared, prepare
 from dcmlir.bench.results import BASELINE, BASELINES, BenchResult, Cell
 from dcmlir.bench.weights import (
+    ARGUMENT,
     CONSTANT,
     WEIGHT_MODES,
     ConstantWeightReference,
+    WeightError,
+    check_weight_arguments,
     constant_weight_problem,
     default_weight_mode,
     weight_array,
@@ -200,9 +205,7 @@ def bench(
     shape_list = list(dict.fromkeys(given)) or default_shapes(workload, planned)
     for shape in shape_list:
         workload.shape_dims(shape)  # a ValueError names a shape of the wrong rank
-    weights = settings.weights or default_weight_mode(workload)
-    if weights == CONSTANT and (reason := weight_problem(workload)) is not None:
-        raise BenchError(f"--weights constant: {reason}")
+    weights = _weight_mode(settings.weights, workload, text, stream)
     weight = weight_array(workload) if weights == CONSTANT else None
     start = time.perf_counter()
     with scratch_directory("bench") as workdir:
@@ -262,7 +265,24 @@ def bench(
     )
 
 
-def _problems(workload: Workload, weight: Any) -> Callable[[Shape], ShapeProblem]:
+def _weight_mode(asked: str | None, workload: Workload, text: str, stream: IO[str]) -> str:
+    """The weight mode: as asked, else constant where the module can hold operand 1 as one."""
+    mode = asked or default_weight_mode(workload)
+    if asked == CONSTANT and (reason := weight_problem(workload)) is not None:
+        raise BenchError(f"--weights constant: {reason}")
+    if mode != CONSTANT:
+        return mode
+    try:
+        check_weight_arguments(text, workload.operand_type(1))
+    except WeightError as err:
+        if asked == CONSTANT:
+            raise BenchError(f"--weights constant: {err}; use --weights argument") from None
+        print(f"dcmlir bench: weights as arguments: {err}", file=stream)
+        return ARGUMENT
+    return mode
+
+
+def _problems(workload: Workload, weight: np.ndarray | None) -> Callable[[Shape], ShapeProblem]:
     """Each shape's inputs and reference: both operands, or the activation and the weight."""
     if weight is None:
         return lambda shape: ShapeProblem.of(workload, workload.shape_dims(shape))

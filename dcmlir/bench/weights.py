@@ -32,6 +32,7 @@ __all__ = [
     "WEIGHT_MODES",
     "ConstantWeightReference",
     "WeightError",
+    "check_weight_arguments",
     "constant_weight_problem",
     "default_weight_mode",
     "weight_array",
@@ -47,7 +48,7 @@ CALLEE_SUFFIX = "__weighted"  # the original function, now private, called by th
 
 
 class WeightError(ValueError):
-    """A module none of whose public functions takes the weight as argument 1."""
+    """A module none of whose public functions takes the weight as an argument."""
 
 
 def weight_problem(workload: Workload) -> str | None:
@@ -117,12 +118,12 @@ def _resource_trailer(weight: np.ndarray) -> str:
 
 
 def _wrapper(name: str, function_type: Any, weight_type: str) -> str:
-    """``@name`` without argument 1: it loads the global and calls the original."""
+    """``@name`` without its weight arguments: it loads the global and calls the original."""
     inputs = [str(t) for t in function_type.inputs]
     results = [str(t) for t in function_type.results]
-    kept = [(index, t) for index, t in enumerate(inputs) if index != 1]
+    kept = [(index, t) for index, t in enumerate(inputs) if t != weight_type]
     params = ", ".join(f"%arg{index}: {t}" for index, t in kept)
-    operands = ", ".join("%w" if index == 1 else f"%arg{index}" for index in range(len(inputs)))
+    operands = ", ".join("%w" if t == weight_type else f"%arg{i}" for i, t in enumerate(inputs))
     call = (
         f"call @{name}{CALLEE_SUFFIX}({operands}) : ({', '.join(inputs)}) -> ({', '.join(results)})"
     )
@@ -142,31 +143,44 @@ def _wrapper(name: str, function_type: Any, weight_type: str) -> str:
     )
 
 
+def _weighted_functions(module: Any, weight_type: str) -> list[tuple[Any, str, Any]]:
+    """(op, name, type) of every public function with an argument of ``weight_type``."""
+    found = []
+    for op in module.body.operations:
+        if op.operation.name != "func.func" or "sym_visibility" in op.attributes:
+            continue
+        function_type = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        if any(str(t) == weight_type for t in function_type.inputs):
+            found.append((op, ir.StringAttr(op.attributes["sym_name"]).value, function_type))
+    if not found:
+        raise WeightError(f"no public function of the module takes a {weight_type} argument")
+    return found
+
+
+def check_weight_arguments(text: str, weight_type: str) -> None:
+    """:class:`WeightError` unless a public function of ``text`` takes the weight."""
+    with ir.Context():
+        _weighted_functions(parse_module(text), weight_type)
+
+
 def with_constant_weight(text: str, weight: np.ndarray, weight_type: str) -> str:
-    """``text`` with every public function taking ``weight_type`` as argument 1 wrapped.
+    """``text`` with every public function that takes a ``weight_type`` argument wrapped.
 
     The original becomes ``private @NAME__weighted``; the new public ``@NAME``
     takes the other arguments, loads ``@dcmlir_bench_weight`` (a
-    ``dense_resource`` of ``weight``) and calls it. IREE inlines the call, so
-    the contraction reads a constant, as in a model. Names stay, so a caller
-    picks the same functions as in ``argument`` mode.
+    ``dense_resource`` of ``weight``) and passes it for every argument of that
+    type (a workload's activation has a dynamic dim, so only the weight has
+    it). IREE inlines the call, so the contraction reads a constant, as in a
+    model. Names stay, so a caller picks the same functions as in ``argument`` mode.
     """
     with ir.Context():
         module = parse_module(text)
         wrappers, declarations = [], []
-        for op in module.body.operations:
-            if op.operation.name != "func.func" or "sym_visibility" in op.attributes:
-                continue
-            function_type = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            if len(function_type.inputs) < 2 or str(function_type.inputs[1]) != weight_type:
-                continue
-            name = ir.StringAttr(op.attributes["sym_name"]).value
+        for op, name, function_type in _weighted_functions(module, weight_type):
             op.attributes["sym_name"] = ir.StringAttr.get(f"{name}{CALLEE_SUFFIX}")
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")
             wrappers.append(_wrapper(name, function_type, weight_type))
             declarations.append(f"func.func private @{name}{CALLEE_SUFFIX}{function_type}")
-        if not wrappers:
-            raise WeightError(f"no public function of the module takes a {weight_type} weight")
         # parsed on its own (the declarations make it verify), then moved over
         added = parse_module(
             "\n".join(
