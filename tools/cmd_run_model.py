@@ -1,4 +1,4 @@
-"""``dcmlir run-model``: a tuned model and IREE's default build of it, checked and timed per T."""
+"""``dcmlir run-model``: a tuned model beside IREE's builds and its peers, checked and timed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import IO
 
-from dcmlir.bench.model_compare import ModelRunError, parameters_for, run_model
+from dcmlir.bench.model_compare import PEERS, ModelRunError, parameters_for, run_model
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver import TuneError, compile, compile_default
 from dcmlir.files import write_atomic
@@ -22,12 +22,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """``dcmlir run-model``."""
     run = commands.add_parser(
         "run-model",
-        help="check and time a tuned model against IREE's default build, per sequence length",
-        description="Compile MODEL.mlir twice (with the plan's dispatch, and as IREE compiles it "
-        "by default; both cached), load both in one process, and at each sequence length check "
-        "every output against a reference (max abs error <= 1e-4 of the output's scale) and time "
-        "the builds side by side, interleaved in rounds (largest T first, as a warm-up). With the "
-        "torch reference, torch eager runs beside them with the device's thread count.",
+        help="check and time a tuned model against IREE's builds and its peers, per sequence "
+        "length",
+        description="Compile MODEL.mlir with the plan's dispatch, as IREE compiles it by default "
+        "and with IREE's data tiling (all cached); export its torch model to ONNX when it is known "
+        "(a generated encoder, or a model saved with a '// dcmlir-model:' header such as GPT-2); "
+        "then at each sequence length check every output against a reference (max abs error <= "
+        "1e-4 of the output's scale) and time them side by side, interleaved in rounds (largest "
+        "T first, as a warm-up): IREE default, IREE data tiling, dcmlir, onnxruntime and, with "
+        "the torch reference, torch eager, every library with the device's thread count. "
+        "Integer inputs are token ids in [0, vocab). A peer that cannot run is a column with its "
+        "reason; a peer that fails a check is reported, and only IREE default's or dcmlir's "
+        "failures make the exit status 1.",
     )
     run.add_argument("model", metavar="MODEL.mlir")
     run.add_argument("--plan", required=True, metavar="plan.json")
@@ -60,10 +66,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument(
         "--default-vmfb", default=None, metavar="default.vmfb", help="take this default build"
     )
+    run.add_argument(
+        "--peers",
+        default=",".join(_PEER_NAMES),
+        metavar="P,...",
+        help=f"peers timed beside IREE default and dcmlir: {', '.join(_PEER_NAMES)}, or none "
+        "(default: %(default)s)",
+    )
     run.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     run.add_argument("--rounds", type=int, default=5)
     run.add_argument("--json", default=None, metavar="OUT.json", help="also write the rows here")
     run.set_defaults(run=run_model_command)
+
+
+_PEER_NAMES = {"data-tiling": PEERS[0], "onnxruntime": PEERS[1]}
+
+
+def _peers(text: str) -> tuple[str, ...]:
+    """--peers: names of :data:`_PEER_NAMES`, or ``none``."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["none"]:
+        return ()
+    unknown = [n for n in names if n not in _PEER_NAMES]
+    if unknown:
+        known = ", ".join([*_PEER_NAMES, "none"])
+        raise CliError(f"--peers: '{unknown[0]}' is not one of {known}")
+    return tuple(_PEER_NAMES[n] for n in names)
 
 
 def _read_vmfb(path: str, option: str) -> bytes:
@@ -77,6 +105,7 @@ def _read_vmfb(path: str, option: str) -> bytes:
 def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Build (or take) both builds, check and time them at every --seq, print the table."""
     seq_lens = sizes_option("--seq", args.seq)
+    peers = _peers(args.peers)
     if args.rounds < 1:  # --min-time is a finite number > 0 by its type (common.seconds)
         raise CliError("--rounds must be >= 1")
     source, text = read_input(args.model)
@@ -88,10 +117,11 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             if args.vmfb
             else compile(args.model, plan=args.plan, stream=err).vmfb
         )
+        target = _plan_backend(args.plan)
         default = (
             _read_vmfb(args.default_vmfb, "--default-vmfb")
             if args.default_vmfb
-            else compile_default(args.model, _plan_backend(args.plan))
+            else compile_default(args.model, target)
         )
         settings = MeasureSettings(
             min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time
@@ -107,6 +137,9 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             device=args.device,
             settings=settings,
             progress=lambda t: print(f"{PROG}: T={t}", file=err),
+            peers=peers,
+            target=target,
+            log=lambda line: print(f"{PROG}: {line}", file=err),
         )
     except (TuneError, ModelRunError, RuntimeFailure) as error:
         raise CliError(str(error)) from None
@@ -115,13 +148,16 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
         f"every output checked against {run.reference} (max abs error <= "
         f"{settings.rtol:g} x output scale); medians of {settings.rounds} interleaved rounds, "
         f"each sample >= {settings.min_time:g} s over {settings.input_sets} random inputs; "
-        "speedup: IREE default time / dcmlir time, per round",
+        "speedup: IREE default time / dcmlir time, per round; dcmlir/best IREE: dcmlir's time "
+        "over the faster of IREE default and IREE data tiling",
         file=out,
     )
     for line in run.table():
         print(line, file=out)
     if args.json:
         write_atomic(args.json, json.dumps(run.to_json(), indent=1) + "\n")
+    for failure in run.peer_failures:
+        print(f"{PROG}: warning: {failure}", file=err)
     for failure in run.failures:
         print(f"{PROG}: error: {failure}", file=err)
     return 1 if run.failures else 0

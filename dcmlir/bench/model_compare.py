@@ -1,27 +1,28 @@
-"""Run a compiled model at several sequence lengths: check it, time it against IREE's default.
+"""Run a compiled model at several sequence lengths: check it, time it against its peers.
 
 What ``dcmlir run-model``, the README demo and the model benchmark share. The
-tuned build (``dcmlir.compile`` with a plan) and IREE's default build of the same
-module are timed by the :class:`~dcmlir.measure.runner.Runner`, the one timing path:
-one supervised worker process on one device; at each ``T`` every output is
-checked against a reference and the variants are timed side by side, interleaved
-in rounds (docs/design.md, section 4), largest ``T`` first as a warm-up. The reference
-outputs are computed here, in the parent, and sent to the worker with the inputs:
-the generated encoder's float64 numpy model, or the same encoder in torch (then
-torch eager is also timed, in the worker, with the thread count of the IREE
-device), or, for a module nobody can rebuild, IREE's default build itself.
+tuned build (``dcmlir.compile`` with a plan), IREE's default build of the same
+module and the peers of :mod:`dcmlir.bench.model_peers` (IREE with data tiling,
+ONNX Runtime, torch eager) are timed by the :class:`~dcmlir.measure.runner.Runner`,
+the one timing path: one supervised worker process on one device; at each ``T``
+every output is checked against a reference and the variants are timed side by
+side, interleaved in rounds (docs/design.md, section 4), largest ``T`` first as a
+warm-up. The reference outputs are computed here, in the parent, and sent to the
+worker with the inputs: the module's torch model in float64 (the generated
+encoder, or a model saved with a ``// dcmlir-model:`` header, e.g. GPT-2), the
+generated encoder's float64 numpy model, or, for a module nobody can rebuild, IREE's
+default build itself. Integer inputs are token ids (``[0, vocab)``).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,16 +30,27 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from dcmlir.bench import model_peers
+from dcmlir.bench.model_peers import (
+    DATA_TILING,
+    ONNX,
+    PEERS,
+    TORCH,
+    TokenProblem,
+    encoder_config,
+)
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function
 from dcmlir.measure.host import device_threads
-from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeResult
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeResult
 from dcmlir.measure.timing import Inputs, MeasureSettings
 from dcmlir.measure.variants import HostModel, ModuleFunction, Variant
 from dcmlir.models import EncoderConfig, encoder_reference, make_weights
+from dcmlir.models.hf_models import TorchSource, source_from_text
+from dcmlir.target import Target
 
 REFERENCES = ("auto", "numpy", "torch", "default")
-"""``auto``: torch when it is installed and the module is a generated encoder, else numpy
-for a generated encoder, else IREE's default build."""
+"""``auto``: torch when it is installed and the module's torch model is known (a generated
+encoder, a saved GPT-2), else numpy for a generated encoder, else IREE's default build."""
 
 RTOL = 1e-4
 """fp32 against the reference: max abs error relative to the output's scale (the issue's)."""
@@ -46,7 +58,11 @@ RTOL = 1e-4
 TIMEOUT = 300.0
 """Seconds one worker request may take (loading a model, checking it on every input set)."""
 
-DEFAULT, TUNED, TORCH = "IREE default", "dcmlir", "torch eager"
+DEFAULT, TUNED = "IREE default", "dcmlir"
+COLUMNS = (DEFAULT, DATA_TILING, TUNED, ONNX, TORCH)
+"""Every column a run may have, in the order tables show them."""
+IREE_BUILDS = (DEFAULT, DATA_TILING)
+"""The IREE builds a user would pick from: ratios are against the faster of the two."""
 
 _PARAMETER = re.compile(r'#flow\.parameter\.named<"([^"]+)"::')
 _TENSOR = re.compile(r"tensor<([^>]*)>")
@@ -66,6 +82,11 @@ class ArgumentType:
     def shape(self, seq_len: int) -> tuple[int, ...]:
         return tuple(seq_len if d is None else d for d in self.dims)
 
+    @property
+    def numpy_dtype(self) -> str:
+        """What run-model feeds: int64 token ids for an integer tensor, else float32."""
+        return model_peers.numpy_dtype(self.dtype)
+
 
 def argument_types(function: LoadedFunction) -> list[ArgumentType]:
     """The inputs of a compiled function, from its ABI declaration (``tensor<?x768xf32>``)."""
@@ -78,10 +99,10 @@ def argument_types(function: LoadedFunction) -> list[ArgumentType]:
     if not found:
         raise ModelRunError(f"function '{function.name}' has no tensor inputs ({declaration})")
     for argument in found:
-        if argument.dtype != "f32":
+        if argument.dtype != "f32" and not model_peers.is_integer(argument.dtype):
             raise ModelRunError(
                 f"function '{function.name}': input {argument.dtype} tensors are not supported "
-                "(run-model feeds random f32 inputs; token ids need the Python API)"
+                "(run-model feeds random f32 inputs and int64 token ids)"
             )
     return found
 
@@ -120,17 +141,31 @@ class Reference:
     torch_variant: HostModel | None = None
 
 
+def torch_source(text: str, config: EncoderConfig | None = None) -> TorchSource | None:
+    """The module's torch model: the generated encoder of ``config`` (or of the module's
+    first line), or the model a ``// dcmlir-model:`` header names; None when unknown."""
+    config = config if config is not None else encoder_config(text)
+    if config is not None:
+        return model_peers.encoder_source(config)
+    try:
+        return source_from_text(text)
+    except ValueError as err:
+        raise ModelRunError(str(err)) from None
+
+
 def reference_for(
     kind: str | Reference,
     text: str,
     default: LoadedFunction,
     threads: int,
     config: EncoderConfig | None = None,
+    source: TorchSource | None = None,
 ) -> Reference:
     """The reference ``kind`` (see :data:`REFERENCES`) for the module ``text``.
 
     ``config``: the :class:`~dcmlir.models.bert.EncoderConfig` the module was
-    generated from, when the caller knows it (else it is read from the module). A
+    generated from, when the caller knows it (else it is read from the module);
+    ``source``: the module's torch model (else :func:`torch_source`). A
     :class:`Reference` is the caller's own (a float64 formula of a single op, say).
     """
     if isinstance(kind, Reference):
@@ -138,41 +173,25 @@ def reference_for(
     if kind not in REFERENCES:
         raise ModelRunError(f"--reference: '{kind}' is not one of {', '.join(REFERENCES)}")
     config = config if config is not None else encoder_config(text)
-    if kind == "default" or (kind == "auto" and config is None):
+    source = source if source is not None else torch_source(text, config)
+    if kind == "default" or (kind == "auto" and source is None):
         return Reference("IREE's default build", lambda inputs: default(*inputs))
+    if kind == "torch" or (kind == "auto" and _torch_available()):
+        if source is None:
+            raise ModelRunError(
+                "--reference torch: the module's torch model is unknown (neither a generated "
+                "encoder nor a saved model with a '// dcmlir-model:' header); use --reference "
+                "default"
+            )
+        return _torch_reference(source, threads)
     if config is None:
         raise ModelRunError(
             f"--reference {kind}: the module is not a generated encoder (dcmlir generate-bert), "
-            "so there is no model to rebuild; use --reference default"
+            "so there is no numpy model; use --reference torch or default"
         )
     weights = make_weights(config)
-    if kind == "torch" or (kind == "auto" and _torch_available()):
-        return _torch_reference(config, weights, threads)
     wide = {name: w.astype(np.float64) for name, w in weights.items()}  # cast once, not per call
     return Reference("numpy (float64)", lambda inputs: [encoder_reference(config, wide, inputs[0])])
-
-
-_GENERATED = re.compile(
-    r"^// (\d+)-layer encoder, hidden (\d+), (\d+) heads, FFN (\d+), T in (\d+)\.\.(\d+), "
-    r"seed (\d+); weights: .*\(dcmlir generate-bert\)$",
-    re.MULTILINE,
-)
-
-
-def encoder_config(text: str) -> EncoderConfig | None:
-    """The config of a module ``dcmlir generate-bert`` wrote (its first line says it), else None.
-
-    The GELU form is read from the IR (``math.erf`` or ``math.tanh``); the weights are
-    the config's seeded ones (:func:`dcmlir.models.bert.make_weights`).
-    """
-    match = _GENERATED.search(text.split("\n", 1)[0])
-    if match is None:
-        return None
-    layers, hidden, heads, ffn, lo, hi, seed = (int(v) for v in match.groups())
-    gelu = "tanh" if "math.erf" not in text and "math.tanh" in text else "erf"
-    return EncoderConfig(
-        hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=(lo, hi), seed=seed, gelu=gelu
-    )
 
 
 def _torch_available() -> bool:
@@ -183,55 +202,15 @@ def _torch_available() -> bool:
     return True
 
 
-def _torch_reference(
-    config: EncoderConfig, weights: Mapping[str, np.ndarray], threads: int
-) -> Reference:
+def _torch_reference(source: TorchSource, threads: int) -> Reference:
     if not _torch_available():
         raise ModelRunError(
             "--reference torch: torch is not installed (pip install torch==2.13.0 for the CPU "
             "wheel, or use --reference numpy)"
         )
-    import torch  # optional: only the torch reference needs it
-
-    from dcmlir.models.torch_import import TorchEncoder  # needs torch
-
-    model = TorchEncoder(config).load_generator_weights(weights).eval()
-    wide = copy.deepcopy(model).to(torch.float64)  # once: a 12-layer copy is 85M weights
-    torch.set_num_threads(threads)
-
-    def reference(inputs: Inputs) -> list[np.ndarray]:
-        with torch.no_grad():
-            return [wide(torch.from_numpy(np.asarray(inputs[0], dtype=np.float64))).numpy()]
-
-    eager = HostModel(TORCH, functools.partial(TorchEager, config, threads))
-    return Reference("torch (float64)", reference, eager)
-
-
-class TorchEager:
-    """The generated encoder in torch eager (float32), built in the measuring worker.
-
-    Built from the config's seeded weights (:func:`dcmlir.models.bert.make_weights`),
-    with the IREE device's thread count; the timed call is the forward pass only.
-    """
-
-    def __init__(self, config: EncoderConfig, threads: int) -> None:
-        import torch  # optional: only a torch reference builds this
-
-        from dcmlir.models.torch_import import TorchEncoder  # needs torch
-
-        torch.set_num_threads(threads)
-        self._torch = torch
-        self.model = TorchEncoder(config).load_generator_weights(make_weights(config)).eval()
-
-    def prepare(self, inputs: Sequence[np.ndarray]) -> Any:
-        return self._torch.from_numpy(np.array(inputs[0], copy=True))  # its own copy
-
-    def invoke(self, x: Any) -> Any:
-        with self._torch.no_grad():
-            return self.model(x)
-
-    def to_host(self, result: Any) -> list[np.ndarray]:
-        return [result.numpy()]
+    fn = model_peers.torch_reference(source, threads)
+    eager = HostModel(TORCH, functools.partial(model_peers.TorchEager, source.build, threads))
+    return Reference("torch (float64)", fn, eager)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -256,66 +235,97 @@ class SeqRow:
         return self.comparison.ratio(DEFAULT, TUNED)
 
     @property
+    def best_iree(self) -> float:
+        """The faster of IREE's default and data-tiling builds (seconds), NaN if neither ran."""
+        times = [self.median(n) for n in IREE_BUILDS if math.isfinite(self.median(n))]
+        return min(times) if times else math.nan
+
+    def versus_best_iree(self, name: str) -> float:
+        """``name``'s time over the best IREE build's (<1: faster); inf when it failed."""
+        mine = self.median(name)
+        if math.isnan(mine) or not math.isfinite(self.best_iree):
+            return math.nan
+        return mine / self.best_iree
+
+    @property
     def max_error(self) -> float:
         timings = self.comparison.timings.values()
         errors = [t.max_error for t in timings if t.max_error is not None]
         return max(errors) if errors else math.nan
 
+    def errors_of(self, names: Sequence[str]) -> list[str]:
+        timings = self.comparison.timings.values()
+        return [f"{t.name}: {t.error}" for t in timings if t.error is not None and t.name in names]
+
     @property
     def errors(self) -> list[str]:
-        timings = self.comparison.timings.values()
-        return [f"{t.name}: {t.error}" for t in timings if t.error is not None]
+        return self.errors_of(COLUMNS)
+
+
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of the finite positive values; NaN when there are none."""
+    good = [v for v in values if math.isfinite(v) and v > 0]
+    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else math.nan
 
 
 @dataclass
 class ModelRun:
+    """Every ``T``'s timings, the columns that could not run (``unavailable``) and why."""
+
     rows: list[SeqRow]
     reference: str
     device: str
     threads: int
     settings: MeasureSettings
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # IREE default's or dcmlir's: fatal
+    unavailable: dict[str, str] = field(default_factory=dict)  # column -> one-line reason
+    peer_failures: list[str] = field(default_factory=list)  # a peer's run or check: reported
 
     @property
     def geomean_speedup(self) -> float:
-        ratios = [r.speedup for r in self.rows if math.isfinite(r.speedup) and r.speedup > 0]
-        if not ratios:
-            return math.nan
-        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return geomean([r.speedup for r in self.rows])
 
     @property
     def has_torch(self) -> bool:
         return any(TORCH in r.comparison.timings for r in self.rows)
 
+    @property
+    def columns(self) -> list[str]:
+        """The columns timed or reported unavailable, in :data:`COLUMNS` order."""
+        timed = {name for r in self.rows for name in r.comparison.timings}
+        return [c for c in COLUMNS if c in timed or c in self.unavailable]
+
+    def geomean_versus_best_iree(self, name: str) -> float:
+        return geomean([r.versus_best_iree(name) for r in self.rows])
+
     def table(self) -> list[str]:
-        """T | IREE default | dcmlir | speedup | torch eager | max rel err, then the geomean."""
-        header = ["T", f"{DEFAULT} (ms)", f"{TUNED} (ms)", "speedup"]
-        if self.has_torch:
-            header += [f"{TORCH} (ms)", "dcmlir vs torch"]
+        """T, ms per column, speedup, dcmlir vs the best IREE build, max rel err; geomeans."""
+        columns = self.columns
+        header = ["T", *(f"{c} (ms)" for c in columns), "speedup", "dcmlir/best IREE"]
         header.append("max rel err")
         rows = [header]
         for row in self.rows:
-            cells = [
-                str(row.seq_len),
-                _ms(row.median(DEFAULT)),
-                _ms(row.median(TUNED)),
-                f"{row.speedup:.2f}x" if math.isfinite(row.speedup) else "-",
-            ]
-            if self.has_torch:
-                versus = row.comparison.ratio(TORCH, TUNED)
-                cells += [
-                    _ms(row.median(TORCH)),
-                    f"{versus:.2f}x" if math.isfinite(versus) else "-",
-                ]
+            cells = [str(row.seq_len)]
+            cells += ["n/a" if c in self.unavailable else _ms(row.median(c)) for c in columns]
+            cells.append(_ratio(row.speedup, "x"))
+            cells.append(_ratio(row.versus_best_iree(TUNED), ""))
             cells.append(f"{row.max_error:.1e}" if math.isfinite(row.max_error) else "-")
             rows.append(cells)
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = [" | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         lines.insert(1, "-+-".join("-" * w for w in widths))
         lines.append(f"geomean speedup of dcmlir over IREE default: {self.geomean_speedup:.2f}x")
+        versus = [
+            f"{c} {self.geomean_versus_best_iree(c):.2f}"
+            for c in columns
+            if c not in self.unavailable
+        ]
+        lines.append("geomean time / best of IREE default and data tiling: " + ", ".join(versus))
+        lines += [f"{c}: not timed: {why}" for c, why in self.unavailable.items()]
         return lines
 
     def to_json(self) -> dict[str, Any]:
+        columns = self.columns
         return {
             "reference": self.reference,
             "device": self.device,
@@ -323,7 +333,12 @@ class ModelRun:
             "min_time": self.settings.min_time,
             "rounds": self.settings.rounds,
             "input_sets": self.settings.input_sets,
+            "columns": columns,
+            "unavailable": dict(self.unavailable),
             "geomean_speedup": self.geomean_speedup,
+            "geomean_vs_best_iree": {
+                c: self.geomean_versus_best_iree(c) for c in columns if c not in self.unavailable
+            },
             "rows": [
                 {
                     "t": r.seq_len,
@@ -338,6 +353,11 @@ class ModelRun:
                         if self.has_torch
                         else {}
                     ),
+                    "ms": {c: r.median(c) * 1e3 for c in columns if c not in self.unavailable},
+                    "best_iree_ms": r.best_iree * 1e3,
+                    "vs_best_iree": {
+                        c: r.versus_best_iree(c) for c in columns if c not in self.unavailable
+                    },
                     "max_rel_error": r.max_error,
                     "errors": r.errors,
                 }
@@ -348,6 +368,10 @@ class ModelRun:
 
 def _ms(seconds: float) -> str:
     return "failed" if not math.isfinite(seconds) else f"{seconds * 1e3:.2f}"
+
+
+def _ratio(value: float, unit: str) -> str:
+    return f"{value:.2f}{unit}" if math.isfinite(value) else "-"
 
 
 def run_model(
@@ -364,15 +388,25 @@ def run_model(
     progress: Callable[[int], None] | None = None,
     config: EncoderConfig | None = None,
     timeout: float = TIMEOUT,
+    peers: Sequence[str] = PEERS,
+    target: Target | None = None,
+    source: TorchSource | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> ModelRun:
-    """Check and time the tuned and default builds of one module at every ``T``.
+    """Check and time the tuned and default builds of one module, and ``peers``, at every ``T``.
 
-    Both builds (and torch eager, with the torch reference) are timed in one
-    :class:`~dcmlir.measure.runner.Runner` worker; this process loads them only to
-    read their signatures and, with ``reference="default"``, to compute the
-    reference outputs. ``config``: the generated encoder's config when the caller
-    has it (see :func:`reference_for`).
+    Every build and peer is timed in one :class:`~dcmlir.measure.runner.Runner`
+    worker; this process loads the two builds only to read their signatures and,
+    with ``reference="default"``, to compute the reference outputs. ``config``: the
+    generated encoder's config when the caller has it; ``source``: the module's torch
+    model (see :func:`reference_for`). ``peers``: of :data:`PEERS` (IREE data tiling,
+    built for ``target``; onnxruntime, exported from the torch model); one that
+    cannot run is a column with its reason (:attr:`ModelRun.unavailable`). ``log``:
+    one line per step (building, exporting).
     """
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise ModelRunError(f"unknown peer '{unknown[0]}' (known: {', '.join(PEERS)})")
     settings = settings or MeasureSettings(min_time=0.05, rounds=5, warmup=0.1, rtol=RTOL)
     tuned = load_function(tuned_vmfb, function, device, parameters=parameters)
     default = load_function(default_vmfb, function, device, parameters=parameters)
@@ -380,28 +414,72 @@ def run_model(
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
     threads = device_threads(device)
-    chosen = reference_for(reference, text, default, threads, config)
+    if source is None and not isinstance(reference, Reference):
+        source = torch_source(text, config)
+    chosen = reference_for(reference, text, default, threads, config, source)
     if parameters is not None:  # the worker may not share this process's directory
         parameters = dataclasses.replace(parameters, path=os.path.abspath(parameters.path))
+    vocab = model_peers.token_bound(text, source)
+    bounds = tuple(vocab if model_peers.is_integer(a.dtype) else None for a in arguments)
     problems = {
-        t: ShapeProblem(
+        t: TokenProblem(
             tuple(a.shape(t) for a in arguments),
-            tuple(np.dtype(np.float32).name for _ in arguments),
+            tuple(a.numpy_dtype for a in arguments),
             reference=chosen.fn,
+            bounds=bounds,
         )
         for t in seq_lens
     }
+    say = log or (lambda line: None)
     with tempfile.TemporaryDirectory(prefix="dcmlir-run-model-") as scratch:
+        builds = {DEFAULT: default_vmfb}
+        unavailable: dict[str, str] = {}
+        if DATA_TILING in peers:
+            say("building the module with IREE data tiling")
+            built = model_peers.data_tiling_build(text, target)
+            if isinstance(built, str):
+                unavailable[DATA_TILING] = built
+            else:
+                builds[DATA_TILING] = built
+        builds[TUNED] = tuned_vmfb
         variants: list[Variant] = []
-        for name, vmfb in ((DEFAULT, default_vmfb), (TUNED, tuned_vmfb)):
+        for name, vmfb in builds.items():
             path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
             path.write_bytes(vmfb)
             variants.append(ModuleFunction(name, str(path), function, parameters))
+        if ONNX in peers:
+            say("exporting the torch model to ONNX")
+            example = _example(arguments, source.seq if source else (1, 1))
+            onnx = model_peers.onnx_variant(source, example, threads, Path(scratch))
+            if isinstance(onnx, str):
+                unavailable[ONNX] = onnx
+            else:
+                variants.append(onnx)
         if chosen.torch_variant is not None:
             variants.append(chosen.torch_variant)
         runner_settings = RunnerSettings(settings, driver=device, timeout=timeout)
         with threadpool_limits(limits=threads), Runner(runner_settings) as runner:
             results = runner.measure_shapes(variants, problems, progress=progress)
     rows = [SeqRow(t, results[t]) for t in seq_lens]
-    failures = [f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors]
-    return ModelRun(rows, chosen.name, device, threads, settings, failures)
+    failures = [f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(_OWN)]
+    others = [c for c in COLUMNS if c not in _OWN]
+    peer_failures = [
+        f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(others)
+    ]
+    return ModelRun(
+        rows, chosen.name, device, threads, settings, failures, unavailable, peer_failures
+    )
+
+
+_OWN = (DEFAULT, TUNED)
+
+
+def _example(arguments: Sequence[ArgumentType], seq: tuple[int, int]) -> list[np.ndarray]:
+    """Inputs to export with: T = 7 within the range (torch.export specialises 0 and 1)."""
+    t = min(max(7, seq[0]), seq[1])
+    return [
+        np.zeros(a.shape(t), np.int64)
+        if model_peers.is_integer(a.dtype)
+        else np.ones(a.shape(t), np.float32)
+        for a in arguments
+    ]

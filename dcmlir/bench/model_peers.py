@@ -1,0 +1,337 @@
+"""The peers a whole model is timed against beside IREE's default, and the inputs they all get.
+
+``dcmlir run-model`` (:mod:`dcmlir.bench.model_compare`) times, at each ``T``:
+
+- ``IREE data tiling``: the same module built by IREE with ``--iree-opt-data-tiling``
+  (packed layouts, the mmt4d microkernel), :func:`data_tiling_build`;
+- ``onnxruntime``: the module's torch model exported by ``torch.onnx.export(...,
+  dynamo=True)`` with ``T`` symbolic (:func:`export_onnx`, in this process), run by
+  an ``InferenceSession`` built in the measuring worker (:class:`OnnxModel`);
+- ``torch eager``: the torch model itself, float32 (:class:`TorchEager`).
+
+The torch model comes from a :class:`~dcmlir.models.hf_models.TorchSource`: the
+generated encoder's config (:func:`encoder_source`) or a saved model's header; its
+float64 copy is the reference (:func:`torch_reference`). Integer inputs are token
+ids (:class:`TokenProblem`): ``[0, vocab)``, the vocabulary from the source, else
+the smallest embedding table found in the module (:func:`embedding_rows`), else 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import importlib.util
+import io
+import logging
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dcmlir.bench.peers import DATA_TILING_FLAGS
+from dcmlir.build.compiler import BuildError, build
+from dcmlir.measure.runner import ShapeProblem
+from dcmlir.measure.timing import Inputs, random_inputs
+from dcmlir.measure.variants import HostModel
+from dcmlir.models import EncoderConfig, make_weights
+from dcmlir.models.hf_models import TorchSource
+from dcmlir.target import CpuTarget, Target
+
+__all__ = [
+    "DATA_TILING",
+    "ONNX",
+    "PEERS",
+    "TORCH",
+    "OnnxModel",
+    "TokenProblem",
+    "TorchEager",
+    "data_tiling_build",
+    "embedding_rows",
+    "encoder_config",
+    "encoder_module",
+    "encoder_source",
+    "export_onnx",
+    "onnx_variant",
+    "torch_reference",
+]
+
+DATA_TILING, ONNX, TORCH = "IREE data tiling", "onnxruntime", "torch eager"
+PEERS = (DATA_TILING, ONNX)
+"""The peers :func:`~dcmlir.bench.model_compare.run_model` adds by default (torch eager
+comes with a torch reference)."""
+
+_FLOAT_TABLE = re.compile(r"tensor\.extract %[\w.#$-]+\[[^\]]*\] : tensor<(\d+)x\d+x(?:bf|f)\d+>")
+_INTEGER = re.compile(r"^[iu]i?\d+$")
+
+
+# --- token-id inputs -----------------------------------------------------------------------
+
+
+def is_integer(dtype: str) -> bool:
+    """An MLIR element type (``i64``, ``si32``, ``ui8``) whose values are integers."""
+    return bool(_INTEGER.match(dtype.lstrip("s")))
+
+
+def numpy_dtype(dtype: str) -> str:
+    """The numpy dtype run-model feeds an MLIR element type: token ids int64, else float32."""
+    return "int64" if is_integer(dtype) else "float32"
+
+
+def embedding_rows(text: str) -> int | None:
+    """Rows of the smallest float table the module gathers rows from (an embedding), else None.
+
+    Token ids below it index every table the module looks ids up in (the position
+    table too): the safe bound when the vocabulary is unknown.
+    """
+    rows = [int(r) for r in _FLOAT_TABLE.findall(text)]
+    return min(rows) if rows else None
+
+
+def token_bound(text: str, source: TorchSource | None) -> int:
+    """Token ids are drawn from [0, bound): the source's vocabulary, an embedding's rows, or 2."""
+    if source is not None and source.vocab:
+        return source.vocab
+    return embedding_rows(text) or 2
+
+
+@dataclass(frozen=True)
+class TokenProblem(ShapeProblem):
+    """A model's inputs at one ``T``: floats as every problem has them, integer inputs token ids.
+
+    ``bounds[i]``: input ``i`` is int64 ids in [0, bounds[i]); None: as
+    :func:`~dcmlir.measure.timing.random_inputs` makes it.
+    """
+
+    bounds: tuple[int | None, ...] = ()
+
+    def arrays(self, sets: int, seed: int) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+        assert self.reference is not None
+        rng = np.random.default_rng(seed + 1)
+        inputs = []
+        for arrays in random_inputs(self.input_shapes, sets=sets, seed=seed):
+            made = []
+            for index, (array, dtype) in enumerate(zip(arrays, self.dtypes, strict=True)):
+                bound = self.bounds[index] if index < len(self.bounds) else None
+                if bound is None:
+                    made.append(array.astype(dtype))
+                else:
+                    made.append(rng.integers(0, bound, size=array.shape).astype(dtype))
+            inputs.append(made)
+        return inputs, [list(self.reference(arrays)) for arrays in inputs]
+
+
+_GENERATED = re.compile(
+    r"^// (\d+)-layer encoder, hidden (\d+), (\d+) heads, FFN (\d+), T in (\d+)\.\.(\d+), "
+    r"seed (\d+); weights: .*\(dcmlir generate-bert\)$",
+    re.MULTILINE,
+)
+
+
+def encoder_config(text: str) -> EncoderConfig | None:
+    """The config of a module ``dcmlir generate-bert`` wrote (its first line says it), else None.
+
+    The GELU form is read from the IR (``math.erf`` or ``math.tanh``); the weights are
+    the config's seeded ones (:func:`dcmlir.models.bert.make_weights`).
+    """
+    match = _GENERATED.search(text.split("\n", 1)[0])
+    if match is None:
+        return None
+    layers, hidden, heads, ffn, lo, hi, seed = (int(v) for v in match.groups())
+    gelu = "tanh" if "math.erf" not in text and "math.tanh" in text else "erf"
+    return EncoderConfig(
+        hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=(lo, hi), seed=seed, gelu=gelu
+    )
+
+
+# --- torch models --------------------------------------------------------------------------
+
+
+def encoder_module(config: EncoderConfig) -> Any:
+    """The generated encoder in torch (float32) with the generator's seeded weights."""
+    from dcmlir.models.torch_import import TorchEncoder  # needs torch
+
+    return TorchEncoder(config).load_generator_weights(make_weights(config)).eval()
+
+
+def encoder_source(config: EncoderConfig) -> TorchSource:
+    """The :class:`TorchSource` of a generated encoder: ``[T, hidden]`` floats, ``T`` on axis 0."""
+    build = functools.partial(encoder_module, config)
+    return TorchSource(config.describe(), build, (0,), config.seq)
+
+
+def _tensors(torch: Any, inputs: Inputs, floats: Any) -> list[Any]:
+    return [
+        torch.from_numpy(np.array(a, copy=True)).to(
+            floats if np.issubdtype(a.dtype, np.floating) else torch.int64
+        )
+        for a in inputs
+    ]
+
+
+def _outputs(result: Any) -> list[np.ndarray]:
+    items = result if isinstance(result, (tuple, list)) else [result]
+    return [item.detach().numpy() for item in items]
+
+
+def torch_reference(source: TorchSource, threads: int) -> Callable[[Inputs], list[np.ndarray]]:
+    """The source's model in float64 (built once): the outputs every build is checked against."""
+    import torch  # optional: only a torch reference needs it
+
+    wide = copy.deepcopy(source.build()).to(torch.float64).eval()
+    torch.set_num_threads(threads)
+
+    def reference(inputs: Inputs) -> list[np.ndarray]:
+        with torch.no_grad():
+            return _outputs(wide(*_tensors(torch, inputs, torch.float64)))
+
+    return reference
+
+
+class TorchEager:
+    """The source's torch model in eager mode (float32), built in the measuring worker.
+
+    With the IREE device's thread count; the timed call is the forward pass only.
+    """
+
+    def __init__(self, build: Callable[[], Any], threads: int) -> None:
+        import torch  # optional: only a torch reference builds this
+
+        torch.set_num_threads(threads)
+        self._torch = torch
+        self.model = build().eval()
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        return _tensors(self._torch, inputs, self._torch.float32)  # its own copies
+
+    def invoke(self, tensors: list[Any]) -> Any:
+        with self._torch.no_grad():
+            return self.model(*tensors)
+
+    def to_host(self, result: Any) -> list[np.ndarray]:
+        return _outputs(result)
+
+
+# --- ONNX Runtime --------------------------------------------------------------------------
+
+
+def export_onnx(source: TorchSource, example: Sequence[np.ndarray], path: Path) -> None:
+    """``torch.onnx.export(dynamo=True)`` of the source's model, ``T`` a symbolic dim.
+
+    Any failure is a ValueError with torch's first line (the column's reason).
+    """
+    import torch  # optional: only the onnxruntime peer needs it
+
+    lo, hi = source.seq
+    seq = torch.export.Dim("seq", min=lo, max=hi)
+    shapes = tuple({axis: seq} for axis in source.seq_axes)
+    model = source.build().eval()
+    args = tuple(_tensors(torch, example, torch.float32))
+    quiet = logging.getLogger("torch.onnx"), logging.getLogger("torch.export")
+    levels = [logger.level for logger in quiet]
+    try:
+        for logger in quiet:
+            logger.setLevel(logging.ERROR)
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, args, dynamo=True, dynamic_shapes=shapes)
+            assert program is not None
+            program.save(str(path))
+    except Exception as err:  # torch raises many types here; all mean "cannot export"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"torch.onnx.export failed: {first}") from None
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
+
+
+class OnnxModel:
+    """An exported model in an ``onnxruntime.InferenceSession``, built in the measuring worker.
+
+    ``intra_op_num_threads`` = the IREE device's thread count, one inter-op thread,
+    sequential execution, every graph optimisation; inputs and outputs bound once per
+    input set (an I/O binding), so a timed call is one ``run_with_iobinding``.
+    """
+
+    def __init__(self, path: str, threads: int) -> None:
+        try:
+            import onnxruntime
+        except ImportError:
+            raise ImportError(
+                "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+            ) from None
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = onnxruntime.InferenceSession(
+                path, options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as err:  # onnxruntime's own exception types: one ValueError
+            raise ValueError(f"onnxruntime: {str(err).strip().splitlines()[0]}") from None
+        self._ort = onnxruntime
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.outputs = [o.name for o in self.session.get_outputs()]
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> tuple[Any, list[Any]]:
+        binding = self.session.io_binding()
+        values = []
+        for name, array in zip(self.inputs, inputs, strict=True):
+            values.append(self._ort.OrtValue.ortvalue_from_numpy(np.array(array, copy=True)))
+            binding.bind_ortvalue_input(name, values[-1])
+        for name in self.outputs:
+            binding.bind_output(name, "cpu")
+        return binding, values
+
+    def invoke(self, prepared: tuple[Any, list[Any]]) -> Any:
+        binding, _ = prepared
+        self.session.run_with_iobinding(binding)
+        return binding
+
+    def to_host(self, binding: Any) -> list[np.ndarray]:
+        return [np.ascontiguousarray(a) for a in binding.copy_outputs_to_cpu()]
+
+
+def onnx_variant(
+    source: TorchSource | None, example: Sequence[np.ndarray], threads: int, scratch: Path
+) -> HostModel | str:
+    """The onnxruntime variant of the module's torch model (exported into ``scratch`` with
+    ``example`` inputs), or the one-line reason there is none."""
+    if source is None:
+        return (
+            "no torch model to export (the module is neither a generated encoder nor saved "
+            "with a '// dcmlir-model:' header)"
+        )
+    for package, extra in (("torch", "torch"), ("onnxruntime", "bench"), ("onnxscript", "bench")):
+        if importlib.util.find_spec(package) is None:  # onnxscript: the dynamo exporter's
+            return f"{package} is not installed (pip install 'dcmlir[{extra}]')"
+    path = scratch / "model.onnx"
+    try:
+        export_onnx(source, example, path)
+    except ValueError as err:
+        return str(err)
+    return HostModel(ONNX, functools.partial(OnnxModel, str(path), threads))
+
+
+# --- IREE data tiling ----------------------------------------------------------------------
+
+
+def data_tiling_build(text: str, target: Target | None = None) -> bytes | str:
+    """IREE's build of ``text`` with data tiling, or the one-line reason it does not compile."""
+    try:
+        return build(text, target or CpuTarget(), DATA_TILING_FLAGS, source_name="data tiling").vmfb
+    except BuildError as err:
+        lines = [line for line in str(err).splitlines() if "error:" in line] or str(
+            err
+        ).splitlines()
+        return f"IREE could not compile it with data tiling: {lines[0].strip() if lines else err}"

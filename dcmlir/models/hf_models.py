@@ -1,0 +1,238 @@
+"""Hugging Face models from a config with seeded random weights (no download), ready to import.
+
+:func:`gpt2` builds ``transformers.GPT2Model`` (or ``GPT2LMHeadModel``) of the given
+sizes, wrapped to take token ids ``input_ids [1, T]`` (int64) and return one tensor,
+with example inputs and the dynamic sequence axis for
+:func:`dcmlir.models.torch_import.import_torch`. A :class:`Gpt2Config` is all it
+takes to rebuild the same model (same seed, same weights) anywhere, so the saved
+module's first line names it (:func:`model_header`): ``dcmlir run-model`` reads it
+back (:func:`source_from_text`) to check outputs against the model in float64, time
+it in torch eager and export it to ONNX. Importing this module needs no torch; the
+functions that build a model do (the ``dcmlir[torch]`` extra: torch, transformers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dcmlir.ir.iree import ParameterFile
+
+if TYPE_CHECKING:  # torch is optional: only building a model needs it
+    import torch
+    from torch import nn
+
+    from dcmlir.models.torch_import import ImportedModel
+
+__all__ = [
+    "GPT2_VOCAB",
+    "BuiltModel",
+    "Gpt2Config",
+    "TorchSource",
+    "gpt2",
+    "gpt2_module",
+    "gpt2_source",
+    "model_header",
+    "source_from_text",
+]
+
+GPT2_VOCAB = 50257
+"""GPT-2's BPE vocabulary: token ids are in [0, 50257)."""
+
+_HEADER = re.compile(r"^// dcmlir-model: (\w+) (\{.*\})$")
+
+
+@dataclass(frozen=True)
+class Gpt2Config:
+    """The sizes and seed of a GPT-2: ``transformers.GPT2Config`` plus the range of ``T``.
+
+    ``n_positions`` rows of the position embedding bound ``T``: torch.export does not
+    guard the lookup, so a range past it would read outside the table; it is refused.
+    """
+
+    layers: int
+    hidden: int = 768
+    heads: int = 12
+    n_positions: int = 1024
+    vocab: int = GPT2_VOCAB
+    seq: tuple[int, int] = (1, 128)
+    seed: int = 0
+    lm_head: bool = False  # True: GPT2LMHeadModel's logits [1, T, V]; else the last hidden state
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seq", tuple(int(v) for v in self.seq))
+        lo, hi = self.seq
+        if self.layers < 1 or self.hidden < 1 or self.heads < 1 or self.vocab < 1:
+            raise ValueError("layers, hidden, heads and vocab must be >= 1")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+        if not 1 <= lo <= hi:
+            raise ValueError(f"T range {lo}..{hi} is not 1 <= LO <= HI")
+        if hi > self.n_positions:
+            raise ValueError(
+                f"T up to {hi} needs n_positions >= {hi}: the position embedding has "
+                f"{self.n_positions} rows (torch.export does not guard the lookup)"
+            )
+
+    def describe(self) -> str:
+        head = ", LM head" if self.lm_head else ""
+        return (
+            f"{self.layers}-layer GPT-2, hidden {self.hidden}, {self.heads} heads, "
+            f"vocab {self.vocab}, n_positions {self.n_positions}{head}, "
+            f"T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "seq": list(self.seq)}
+
+
+def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
+    from torch import nn
+
+    class TokenModel(nn.Module):
+        """``input_ids [1, T]`` -> last hidden state ``[1, T, H]`` (or logits ``[1, T, V]``)."""
+
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.model = inner
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            out = self.model(input_ids=input_ids, use_cache=False)
+            return out.logits if lm_head else out.last_hidden_state
+
+    return TokenModel(model).eval()
+
+
+def gpt2_module(config: Gpt2Config) -> nn.Module:
+    """The float32 torch module of ``config``: seeded, eval mode, no dropout, no KV cache."""
+    try:
+        import torch
+        import transformers  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError(
+            "GPT-2 needs torch and transformers (pip install 'dcmlir[torch]')"
+        ) from None
+    torch.manual_seed(config.seed)
+    hf_config = transformers.GPT2Config(
+        n_layer=config.layers,
+        n_embd=config.hidden,
+        n_head=config.heads,
+        n_positions=config.n_positions,
+        vocab_size=config.vocab,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        use_cache=False,
+    )
+    cls = transformers.GPT2LMHeadModel if config.lm_head else transformers.GPT2Model
+    return _wrap(cls(hf_config), config.lm_head)
+
+
+@dataclass(frozen=True)
+class TorchSource:
+    """A torch model anyone can rebuild: what the reference, torch eager and ONNX start from.
+
+    ``build`` must pickle (a module-level function or a ``functools.partial`` of one)
+    so the measuring worker rebuilds the model itself. ``seq_axes[i]``: the axis of
+    input ``i`` that is ``T``, whose range is ``seq``; ``vocab``: integer inputs are
+    token ids in [0, vocab).
+    """
+
+    name: str
+    build: Callable[[], nn.Module]
+    seq_axes: tuple[int, ...]
+    seq: tuple[int, int]
+    vocab: int | None = None
+
+
+@dataclass
+class BuiltModel:
+    """A torch module with its example inputs and dynamic axis, as ``import_torch`` takes them."""
+
+    module: nn.Module
+    example_inputs: list[torch.Tensor]
+    dynamic_dims: dict[str, tuple[int, int]]
+    input_dims: list[dict[int, str]]
+    config: Gpt2Config
+    source: TorchSource = field(repr=False)
+
+    def import_model(self, weights: str = "params") -> ImportedModel:
+        """Export, decompose, import and lower to linalg (:func:`~.torch_import.import_torch`)."""
+        from dcmlir.models.torch_import import import_torch  # needs torch
+
+        return import_torch(
+            self.module,
+            self.example_inputs,
+            self.dynamic_dims,
+            input_dims=self.input_dims,
+            weights=weights,
+        )
+
+    def save(self, path: str | Path, weights: str = "params") -> ParameterFile | None:
+        """Import and write ``path`` (first line: :func:`model_header`) and its ``.irpa``."""
+        imported = self.import_model(weights)
+        parameters = imported.save(path)
+        text = Path(path).read_text(encoding="utf-8")
+        Path(path).write_text(model_header(self.config) + "\n" + text, encoding="utf-8")
+        return parameters
+
+
+def gpt2(
+    layers: int,
+    hidden: int = 768,
+    heads: int = 12,
+    n_positions: int = 1024,
+    seed: int = 0,
+    *,
+    vocab: int = GPT2_VOCAB,
+    seq: tuple[int, int] = (1, 128),
+    lm_head: bool = False,
+) -> BuiltModel:
+    """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``."""
+    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head)
+    import torch  # after the config's checks: a bad size is a ValueError even without torch
+
+    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
+    return BuiltModel(
+        gpt2_module(config),
+        [torch.zeros((1, example), dtype=torch.int64)],
+        {"seq": seq},
+        [{1: "seq"}],
+        config,
+        gpt2_source(config),
+    )
+
+
+def gpt2_source(config: Gpt2Config) -> TorchSource:
+    """The :class:`TorchSource` of ``config``'s GPT-2 (token ids, ``T`` on axis 1)."""
+    build = functools.partial(gpt2_module, config)
+    return TorchSource(config.describe(), build, (1,), config.seq, config.vocab)
+
+
+def model_header(config: Gpt2Config) -> str:
+    """The module's first line: ``// dcmlir-model: gpt2 {...}``, the config as JSON."""
+    return f"// dcmlir-model: gpt2 {json.dumps(config.to_json(), sort_keys=True)}"
+
+
+def source_from_text(text: str) -> TorchSource | None:
+    """The torch model a module saved by :meth:`BuiltModel.save` came from, else None.
+
+    A header that names an unknown model or bad sizes is a ValueError.
+    """
+    match = _HEADER.match(text.split("\n", 1)[0])
+    if match is None:
+        return None
+    kind, fields = match.groups()
+    if kind != "gpt2":
+        raise ValueError(f"the module's header names an unknown model '{kind}'")
+    try:
+        config = Gpt2Config(**json.loads(fields))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"the module's gpt2 header is not a valid config: {err}") from None
+    return gpt2_source(config)
