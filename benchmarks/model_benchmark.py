@@ -1,24 +1,26 @@
-"""Benchmark: a whole BERT-base encoder tuned by dcmlir against IREE's default compilation.
+"""Benchmark: whole models tuned by dcmlir against IREE (default, data tiling), ONNX Runtime, torch.
 
-1. Generate the encoder (hidden 768, 12 heads, FFN 3072, ``--layers`` layers, T
-   dynamic in 1..128, seeded weights in a parameter archive) with the generator;
-2. ``dcmlir.tune`` the model under one measurement budget (its distinct workloads,
-   found at IREE's global-optimization level, the budget split by their estimated
-   share of model time), timed: the total tuning wall time and measurements;
-3. ``dcmlir.compile`` with the plan, and IREE's default compilation of the same module;
-4. side by side in one process, interleaved per T (docs/design.md, section 4), largest T
-   first: IREE default, dcmlir, and torch eager with the same thread count when torch
-   is installed; every output checked against the reference (torch in float64 when
-   installed, else the generator's float64 numpy model), max abs error <= 1e-4 of the
-   output's scale.
+For each model of ``--models`` (``gpt2-2l``, ``gpt2-12l``: GPT-2 from a transformers config
+with seeded random weights, ``input_ids [1, T]``; ``bert-12l``: the generated BERT-base
+encoder, ``[T, 768]``; any ``gpt2-Nl`` / ``bert-Nl``), T dynamic in 1..128:
 
-Writes a section of ``docs/benchmarks.md`` (between markers), every number into
-``docs/results/model_benchmark.json``, a plot into ``docs/results/`` and the plan with
-its workload graph into ``docs/results/model_plan.json`` / ``.graph.json``. Resumable:
-measurements come back from ``docs/results/model_records.jsonl``.
+1. make the module (import GPT-2 through torch.export, or generate the encoder; an
+   existing module in ``--workdir`` with the same first line is reused);
+2. ``dcmlir.tune`` it under ``--budget`` measurements (records in ``--db``: a rerun
+   measures only what they lack; ``--reuse-plan`` skips tuning when the plan exists);
+3. ``dcmlir.compile`` with the plan; IREE's default build of the same module;
+4. time at every ``--seq`` T, side by side in one worker, interleaved per T, largest T
+   first (``dcmlir run-model``'s loop): IREE default, IREE data tiling, dcmlir,
+   onnxruntime and torch eager, every output checked against the torch model in float64
+   (max abs error <= 1e-4 of the output's scale).
 
-    .venv/bin/pip install -e '.[bench]'   # matplotlib, for the plot
-    .venv/bin/python benchmarks/model_benchmark.py --layers 12 --budget 600
+Writes ``RESULTS/model_benchmark_<model>.json`` (every number), ``.md`` (ms per call, ratios
+to the faster of IREE default and IREE data tiling, geomean rows) and ``.png`` (latency and
+ratio against T), and, unless ``--no-docs``, the model-benchmark section of
+docs/benchmarks.md from every ``model_benchmark_*.json`` in ``docs/results``.
+
+    .venv/bin/pip install -e '.[torch,bench]'
+    .venv/bin/python benchmarks/model_benchmark.py --models gpt2-2l,gpt2-12l,bert-12l --budget 600
 """
 
 from __future__ import annotations
@@ -27,23 +29,36 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import model_report
 
 import dcmlir
 from dcmlir.bench.model_compare import ModelRun, run_model
 from dcmlir.driver import compile_default
-from dcmlir.ir.iree import versions
+from dcmlir.ir.iree import ParameterFile, versions
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.models import BERT_BASE, generate_encoder, save_model
+from dcmlir.models.bert import parameters_path_for
 from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
-BEGIN, END = "<!-- model-benchmark:begin -->", "<!-- model-benchmark:end -->"
 COMMAND = "python benchmarks/model_benchmark.py"
+DEFAULT_SEQ = "1:8,13,17,24,31,32,48,64,77,96,100,112,120,127,128"
+_MODEL = re.compile(r"^(gpt2|bert)-(\d+)l$")
+
+
+def say(line: str) -> None:
+    """Progress on stderr, flushed: a long run shows where it is."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
 def parse_seq(text: str) -> list[int]:
@@ -61,233 +76,196 @@ def commit() -> str:
     return found or "unknown"
 
 
-def run(args: argparse.Namespace) -> dict:
-    config = dataclasses.replace(BERT_BASE, layers=args.layers)
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One model of ``--models``: ``gpt2-2l`` is GPT-2 with 2 layers, ``bert-12l`` the encoder."""
+
+    kind: str
+    layers: int
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        match = _MODEL.match(text.strip())
+        if match is None:
+            raise SystemExit(f"--models: '{text}' is not gpt2-Nl or bert-Nl (e.g. gpt2-12l)")
+        return cls(match.group(1), int(match.group(2)))
+
+    @property
+    def slug(self) -> str:
+        return f"{self.kind}_{self.layers}l"
+
+    @property
+    def stem(self) -> str:
+        """Records and plan file stem; the encoder's as earlier runs named them (reused)."""
+        return f"model_{self.layers}l" if self.kind == "bert" else f"model_{self.slug}"
+
+
+@dataclasses.dataclass
+class Module:
+    path: Path
+    text: str
+    parameters: ParameterFile | None
+    describe: str
+    config: Any = None  # the encoder's EncoderConfig (its numpy/torch reference)
+
+
+def make_module(spec: ModelSpec, args: argparse.Namespace) -> Module:
+    """The model's module in ``--workdir``, reused when its first line (the config) matches."""
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    model_path = workdir / f"bert{args.layers}.mlir"
-    model = generate_encoder(config, "params")
-    parameters = save_model(model, model_path)
-    stem = f"model_{args.layers}l"
-    plan_path = Path(args.plan) if args.plan else RESULTS / f"{stem}_plan.json"
-    print(f"== {config.describe()}: tuning (budget {args.budget})", file=sys.stderr)
-    records = Path(args.db) if args.db else RESULTS / f"{stem}_records.jsonl"
+    path = workdir / f"{spec.slug}.mlir"
+    if spec.kind == "bert":
+        config = dataclasses.replace(BERT_BASE, layers=spec.layers, seq=(1, args.max_t))
+        model = generate_encoder(config, "params")
+        first = model.text.split("\n", 1)[0]
+        if _reusable(path, first):
+            say(f"{spec.slug}: reusing {path}")
+            parameters = ParameterFile(str(parameters_path_for(path)), "model")
+        else:
+            say(f"{spec.slug}: generating {config.describe()} into {path}")
+            parameters = save_model(model, path)
+        return Module(path, model.text, parameters, config.describe(), config)
+    from dcmlir.models.hf_models import Gpt2Config, gpt2, model_header  # needs no torch
+
+    gpt = Gpt2Config(spec.layers, seq=(1, args.max_t), lm_head=args.lm_head)
+    if _reusable(path, model_header(gpt)):
+        say(f"{spec.slug}: reusing {path}")
+        parameters = ParameterFile(str(path.with_suffix(".irpa")), "model")
+    else:
+        say(f"{spec.slug}: importing {gpt.describe()} (torch.export, IREE input conversion)")
+        start = time.perf_counter()
+        built = gpt2(spec.layers, seq=(1, args.max_t), lm_head=args.lm_head)
+        parameters = built.save(path)
+        say(f"{spec.slug}: imported into {path} in {time.perf_counter() - start:.0f} s")
+    return Module(path, path.read_text(encoding="utf-8"), parameters, gpt.describe())
+
+
+def _reusable(path: Path, first_line: str) -> bool:
+    if not path.exists() or not path.with_suffix(".irpa").exists():
+        return False
+    with path.open(encoding="utf-8") as file:
+        return file.readline().rstrip("\n") == first_line
+
+
+def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, Any]:
+    """Import, tune, compile, time one model; the result as one JSON object."""
+    module = make_module(spec, args)
+    plan_path = Path(args.plan) if args.plan else results / f"{spec.stem}_plan.json"
+    records = Path(args.db) if args.db else results / f"{spec.stem}_records.jsonl"
     earlier = len(records.read_text().splitlines()) if records.exists() else 0
+    report = None
     start = time.perf_counter()
-    report = dcmlir.tune(
-        model_path,
-        budget=args.budget,
-        db=records,
-        output=plan_path,
-        min_time=args.tune_min_time,
-        rounds=args.tune_rounds,
-        level=args.level,
-    )
+    if args.reuse_plan and plan_path.exists():
+        say(f"{spec.slug}: reusing the plan {plan_path} (--reuse-plan)")
+    else:
+        say(f"{spec.slug}: tuning, budget {args.budget} ({earlier} records in {records})")
+        report = dcmlir.tune(
+            module.path,
+            budget=args.budget,
+            db=records,
+            output=plan_path,
+            min_time=args.tune_min_time,
+            rounds=args.tune_rounds,
+            level=args.level,
+        )
+        for line in report.model_lines():
+            print(line, file=sys.stderr)
     tune_seconds = time.perf_counter() - start
-    for line in report.model_lines():
-        print(line, file=sys.stderr)
-    print("== compiling (dcmlir plan, IREE default)", file=sys.stderr)
+    say(f"{spec.slug}: compiling with the plan and as IREE does by default")
     start = time.perf_counter()
-    tuned = dcmlir.compile(model_path, plan=plan_path).vmfb
+    tuned = dcmlir.compile(module.path, plan=plan_path).vmfb
     compile_seconds = time.perf_counter() - start
-    default = compile_default(model_path)
-    print(f"== side by side at T = {args.seq}", file=sys.stderr)
+    default = compile_default(module.path)
+    seq_lens = parse_seq(args.seq)
+    say(f"{spec.slug}: timing {len(seq_lens)} sequence lengths, largest first as a warm-up")
     settings = MeasureSettings(
         min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time, rtol=1e-4
     )
+    done = [0]
+
+    def progress(t: int) -> None:
+        done[0] += 1
+        say(f"{spec.slug}: T={t} ({done[0]}/{len(seq_lens)})")
+
     result: ModelRun = run_model(
-        model.text,
+        module.text,
         tuned,
         default,
-        parse_seq(args.seq),
-        parameters=parameters,
+        seq_lens,
+        parameters=module.parameters,
         reference=args.reference,
         device=args.device,
         settings=settings,
-        progress=lambda t: print(f"   T={t}", file=sys.stderr),
-        config=config,
+        progress=progress,
+        config=module.config,
+        log=lambda line: say(f"{spec.slug}: {line}"),
     )
     for line in result.table():
         print(line, file=sys.stderr)
-    graph = report.graph
-    assert graph is not None
-    shares = graph.shares()
+    command = f"{COMMAND} --models {spec.kind}-{spec.layers}l --budget {args.budget}"
     return {
+        "slug": spec.slug,
         "commit": commit(),
         **versions(),
-        "model": config.describe(),
-        "layers": config.layers,
-        "command": f"{COMMAND} --layers {args.layers} --budget {args.budget}",
+        "model": module.describe,
+        "kind": spec.kind,
+        "layers": spec.layers,
+        "command": command + (f" --seq {args.seq}" if args.seq != DEFAULT_SEQ else ""),
         "target": CpuTarget().describe(),
-        "level": report.level,
-        "level_reason": report.level_reason,
         "budget": args.budget,
-        "measurements": report.measurements,
-        "measured_now": report.measured_now,
-        "probes": report.probes,
+        "records": str(records.relative_to(ROOT) if records.is_relative_to(ROOT) else records),
+        "records_before": earlier,
+        "tuned_now": report is not None,
+        "level": report.level if report else None,
+        "measurements": report.measurements if report else None,
+        "probes": report.probes if report else None,
         "tune_seconds": tune_seconds,
         "compile_seconds": compile_seconds,
-        "records_before": earlier,
-        "workloads": [
-            {
-                "key": key,
-                "kind": workload.kind,
-                "space": "x".join(d.describe() for d in workload.dims),
-                "ops": graph.estimates[key].ops,
-                "default_ms": graph.estimates[key].default_seconds * 1e3,
-                "share": shares[key],
-                "budget": graph.estimates[key].budget,
-                "measurements": graph.estimates[key].measurements,
-                "tuned_ms": (graph.estimates[key].tuned_seconds or math.nan) * 1e3,
-                "kernels": len(item.plan.kernels),
-            }
-            for key, workload in graph.workloads.items()
-            for item in report.workloads
-            if item.workload.key == key
-        ],
+        "workloads": workloads(report),
         "run": result.to_json(),
     }
 
 
-def plot(result: dict) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot (pip install matplotlib)", file=sys.stderr)
-        return None
-    rows = result["run"]["rows"]
-    t = [r["t"] for r in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-    left.plot(t, [r["default_ms"] for r in rows], "o-", ms=3, label="IREE default")
-    left.plot(t, [r["dcmlir_ms"] for r in rows], "o-", ms=3, label="dcmlir")
-    if any("torch_ms" in r for r in rows):
-        left.plot(t, [r.get("torch_ms", math.nan) for r in rows], "o-", ms=3, label="torch eager")
-    left.set_xlabel("sequence length T")
-    left.set_ylabel("latency per call (ms)")
-    left.set_title(f"{result['layers']}-layer BERT-base encoder, T in 1..128")
-    left.legend()
-    right.plot(t, [r["speedup"] for r in rows], "o-", ms=3)
-    right.axhline(1.0, color="grey", lw=0.8)
-    right.axhline(1.25, color="grey", lw=0.8, ls="--")
-    right.set_xlabel("sequence length T")
-    right.set_ylabel("speedup over IREE default")
-    fig.tight_layout()
-    name = f"model_benchmark_{result['layers']}l.png"
-    fig.savefig(RESULTS / name, dpi=90)
-    plt.close(fig)
-    return name
-
-
-def markdown(results: list[dict], plots: list[str]) -> str:
-    lines = [
-        BEGIN,
-        "## Whole BERT-base encoders tuned end to end (issue 6)",
-        "",
-        "The generator's encoder (hidden 768, 12 heads, FFN 3072, T dynamic in 1..128, seeded"
-        " weights in a parameter archive), tuned as one model by `dcmlir.tune` (workloads found"
-        " at IREE's global-optimization level, identical layers tuned once, one budget split by"
-        " each workload's share of model time), compiled by `dcmlir.compile`, and timed side by"
-        " side with IREE's default compilation of the same module in one process, interleaved"
-        " per T, largest T first (`dcmlir run-model`'s loop). Every output checked against the"
-        " reference: max abs error <= 1e-4 of the output's scale. Absolute times are from a"
-        " shared 2-core machine; the speedups are medians of per-round ratios.",
-        "",
-    ]
-    for r in results:
-        run_ = r["run"]
-        rows = run_["rows"]
-        torch = any("torch_ms" in row for row in rows)
-        lines += [
-            f"### {r['model']}",
-            "",
-            f"Commit {r['commit']}, IREE {r['iree']}, {r['target']}; `{run_['device']}`"
-            f" ({run_['threads']} thread{'s' if run_['threads'] > 1 else ''}); reference"
-            f" {run_['reference']}. Reproduce (resumes from"
-            f" `docs/results/model_{r['layers']}l_records.jsonl`):",
-            "",
-            "```",
-            r["command"],
-            "```",
-            "",
-            f"- **end-to-end geomean speedup over IREE default: {run_['geomean_speedup']:.2f}x**"
-            f" over {len(rows)} sequence lengths",
-            f"- tuning: {r['measurements']} measurements ({r['probes']} probes of IREE's default"
-            f" for the split), {r['tune_seconds'] / 60:.1f} min wall time"
-            + (
-                f" (resumed: {r['records_before']} records were already there)"
-                if r.get("records_before")
-                else " (from no records)"
-            )
-            + f"; compile with the plan {r['compile_seconds']:.0f} s; level {r['level']}",
-        ]
-        if torch:
-            geo = _geomean([row["dcmlir_vs_torch"] for row in rows])
-            lines.append(
-                f"- torch eager, same thread count: dcmlir is {geo:.2f}x its speed (geomean)"
-            )
-        lines += [
-            "",
-            "Where model time goes (IREE default per call, averaged over T, from probes) and the"
-            " budget split:",
-            "",
-            "| workload | ops | IREE default ms/call | share | budget | measurements | kernels"
-            " | tuned ms/call (est.) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for w in sorted(r["workloads"], key=lambda w: -w["default_ms"]):
-            lines.append(
-                f"| {w['kind']} {w['space']} | {w['ops']} | {w['default_ms']:.3f} |"
-                f" {w['share']:.1%} | {w['budget']} | {w['measurements']} | {w['kernels']} |"
-                f" {w['tuned_ms']:.3f} |"
-            )
-        header = "| T | IREE default (ms) | dcmlir (ms) | speedup |"
-        rule = "|---:|---:|---:|---:|"
-        if torch:
-            header += " torch eager (ms) |"
-            rule += "---:|"
-        lines += ["", header + " max rel err |", rule + "---:|"]
-        for row in rows:
-            cells = (
-                f"| {row['t']} | {row['default_ms']:.2f} | {row['dcmlir_ms']:.2f} |"
-                f" {row['speedup']:.2f}x |"
-            )
-            if torch:
-                cells += f" {row.get('torch_ms', math.nan):.2f} |"
-            lines.append(cells + f" {row['max_rel_error']:.1e} |")
-        lines.append("")
-    for name in plots:
-        lines += [f"![{name}](results/{name})", ""]
-    lines.append(END)
-    return "\n".join(lines)
-
-
-def _geomean(values: list[float]) -> float:
-    good = [v for v in values if math.isfinite(v) and v > 0]
-    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else math.nan
-
-
-def write_docs(results: list[dict]) -> None:
-    """Regenerate this benchmark's section of docs/benchmarks.md (others own other sections)."""
-    plots = [p for p in (plot(r) for r in results) if p]
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    section = markdown(results, plots)
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    doc.write_text(text)
-    print(section)
+def workloads(report: Any) -> list[dict[str, Any]]:
+    """Where model time goes and the budget split (empty when the plan was reused)."""
+    graph = report.graph if report is not None else None
+    if graph is None:
+        return []
+    shares = graph.shares()
+    found = []
+    for item in report.workloads:
+        key = item.workload.key
+        if key not in graph.workloads:
+            continue
+        estimate, workload = graph.estimates[key], graph.workloads[key]
+        found.append(
+            {
+                "key": key,
+                "kind": workload.kind,
+                "space": "x".join(d.describe() for d in workload.dims),
+                "ops": estimate.ops,
+                "default_ms": estimate.default_seconds * 1e3,
+                "share": shares[key],
+                "budget": estimate.budget,
+                "measurements": estimate.measurements,
+                "tuned_ms": (estimate.tuned_seconds or math.nan) * 1e3,
+                "kernels": len(item.plan.kernels),
+            }
+        )
+    return found
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--budget", type=int, default=600, help="tuning measurements, in all")
-    parser.add_argument("--seq", default="1:8,16,24,32,40,48,56,64,72,80,88,96,104,112,120,128")
+    parser.add_argument(
+        "--models",
+        default="gpt2-2l,gpt2-12l,bert-12l",
+        help="gpt2-Nl, bert-Nl, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument("--budget", type=int, default=600, help="tuning measurements per model")
+    parser.add_argument("--seq", default=DEFAULT_SEQ, help="T values (default: %(default)s)")
+    parser.add_argument("--max-t", type=int, default=128, help="T dynamic in 1..MAX_T")
+    parser.add_argument("--lm-head", action="store_true", help="GPT-2 with its LM head (logits)")
     parser.add_argument("--level", default="auto")
     parser.add_argument("--reference", default="auto", choices=("auto", "numpy", "torch"))
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
@@ -296,24 +274,32 @@ def main() -> int:
     parser.add_argument("--tune-min-time", type=float, default=0.03)
     parser.add_argument("--tune-rounds", type=int, default=3)
     parser.add_argument(
-        "--workdir", default="/tmp/dcmlir-model-benchmark", help="the generated model and weights"
+        "--workdir", default="/tmp/dcmlir-model-benchmark", help="the models' modules and weights"
     )
-    parser.add_argument("--db", default=None, help="records (default: docs/results/model_Nl_...)")
-    parser.add_argument("--plan", default=None, help="plan (default: docs/results/model_Nl_...)")
+    parser.add_argument("--db", default=None, help="records (default: RESULTS/model_<m>_...)")
+    parser.add_argument("--plan", default=None, help="plan (default: RESULTS/model_<m>_...)")
+    parser.add_argument("--reuse-plan", action="store_true", help="do not tune if the plan exists")
+    parser.add_argument("--results", default=str(RESULTS), help="where outputs go")
     parser.add_argument(
-        "--no-docs", action="store_true", help="print only: leave docs/ as it is (development)"
+        "--no-docs", action="store_true", help="leave docs/benchmarks.md as it is (development)"
     )
     args = parser.parse_args()
-    result = run(args)
-    if args.no_docs:
-        print(json.dumps({k: v for k, v in result.items() if k != "run"}, indent=1))
-        return 0
-    out = RESULTS / "model_benchmark.json"
-    previous = {r["layers"]: r for r in json.loads(out.read_text())} if out.exists() else {}
-    previous[result["layers"]] = result
-    ordered = [previous[k] for k in sorted(previous, reverse=True)]
-    out.write_text(json.dumps(ordered, indent=1) + "\n")
-    write_docs(ordered)
+    specs = [ModelSpec.parse(m) for m in args.models.split(",") if m.strip()]
+    if (args.db or args.plan) and len(specs) > 1:
+        raise SystemExit("--db and --plan name one model's files: give one model in --models")
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    for index, spec in enumerate(specs, 1):
+        say(f"== model {index}/{len(specs)}: {spec.slug}")
+        result = run(spec, args, results)
+        out = results / f"model_benchmark_{spec.slug}.json"
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        (results / f"model_benchmark_{spec.slug}.md").write_text(model_report.markdown(result))
+        png = model_report.plot(result, results / f"model_benchmark_{spec.slug}.png")
+        say(f"{spec.slug}: wrote {out}, its .md" + (" and .png" if png else " (no matplotlib)"))
+    if not args.no_docs:
+        model_report.write_docs(ROOT / "docs" / "benchmarks.md", RESULTS)
+        say("docs/benchmarks.md: model-benchmark section regenerated")
     return 0
 
 
