@@ -299,15 +299,15 @@ class ModelRun:
         return geomean([r.versus_best_iree(name) for r in self.rows])
 
     def table(self) -> list[str]:
-        """T, ms per column, speedup, dcmlir vs the best IREE build, max rel err; geomeans."""
-        columns = self.columns
-        header = ["T", *(f"{c} (ms)" for c in columns), "speedup", "dcmlir/best IREE"]
-        header.append("max rel err")
+        """T, IREE default, dcmlir, speedup, the peers, dcmlir vs the best IREE build, error."""
+        peers = [c for c in self.columns if c not in _OWN]
+        header = ["T", f"{DEFAULT} (ms)", f"{TUNED} (ms)", "speedup"]
+        header += [*(f"{c} (ms)" for c in peers), "dcmlir/best IREE", "max rel err"]
         rows = [header]
         for row in self.rows:
-            cells = [str(row.seq_len)]
-            cells += ["n/a" if c in self.unavailable else _ms(row.median(c)) for c in columns]
+            cells = [str(row.seq_len), _ms(row.median(DEFAULT)), _ms(row.median(TUNED))]
             cells.append(_ratio(row.speedup, "x"))
+            cells += ["n/a" if c in self.unavailable else _ms(row.median(c)) for c in peers]
             cells.append(_ratio(row.versus_best_iree(TUNED), ""))
             cells.append(f"{row.max_error:.1e}" if math.isfinite(row.max_error) else "-")
             rows.append(cells)
@@ -317,7 +317,7 @@ class ModelRun:
         lines.append(f"geomean speedup of dcmlir over IREE default: {self.geomean_speedup:.2f}x")
         versus = [
             f"{c} {self.geomean_versus_best_iree(c):.2f}"
-            for c in columns
+            for c in self.columns
             if c not in self.unavailable
         ]
         lines.append("geomean time / best of IREE default and data tiling: " + ", ".join(versus))
@@ -414,7 +414,7 @@ def run_model(
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
     threads = device_threads(device)
-    if source is None and not isinstance(reference, Reference):
+    if source is None:  # read from the module: its ONNX export, maybe its reference
         source = torch_source(text, config)
     chosen = reference_for(reference, text, default, threads, config, source)
     if parameters is not None:  # the worker may not share this process's directory
