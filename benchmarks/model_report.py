@@ -99,6 +99,8 @@ def markdown(result: dict[str, Any]) -> str:
     )
     for column, why in run["unavailable"].items():
         lines.append(f"- {column}: not timed: {why}")
+    for column, note in run.get("notes", {}).items():
+        lines.append(f"- {column}: {note}")
     failed = sorted({e for row in run["rows"] for e in row["errors"]})
     lines += [f"- failed: {e.splitlines()[0]}" for e in failed[:5]]
     lines += ["", *table(result), ""]

@@ -184,3 +184,27 @@ def test_a_module_without_a_torch_model_has_no_onnx_column(tmp_path: Path) -> No
     assert run.unavailable[ONNX].startswith("no torch model to export")
     assert DATA_TILING in run.rows[0].comparison.timings and not run.failures
     assert any(line.startswith("onnxruntime: not timed: no torch model") for line in run.table())
+
+
+def test_the_encoder_exports_to_onnx_through_the_core_aten_graph(tmp_path: Path) -> None:
+    """torch 2.13's exporter refuses the encoder's 3-D attention; the graph IREE imports
+    exports instead (with a note saying so), and onnxruntime matches torch on it."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("torch")
+    from dcmlir.bench.model_peers import OnnxModel, encoder_source, export_onnx, torch_reference
+    from dcmlir.measure.timing import relative_error
+    from dcmlir.models import EncoderConfig
+
+    source = encoder_source(EncoderConfig(hidden=32, heads=2, ffn=64, layers=1, seq=(1, 16)))
+    path = tmp_path / "encoder.onnx"
+    note = export_onnx(source, [np.ones((7, 32), np.float32)], path)
+    assert note == (
+        "exported from the core-ATen graph IREE imports (as it is: AssertionError: only 4D "
+        "query, key, and value are supported)"
+    )
+    session = OnnxModel(str(path), 1)
+    reference = torch_reference(source, 1)
+    for t in (1, 16):
+        x = np.random.default_rng(t).random((t, 32), dtype=np.float32)
+        (out,) = session.to_host(session.invoke(session.prepare([x])))
+        assert relative_error(out, reference([x])[0]) < 1e-4

@@ -280,6 +280,7 @@ class ModelRun:
     failures: list[str] = field(default_factory=list)  # IREE default's or dcmlir's: fatal
     unavailable: dict[str, str] = field(default_factory=dict)  # column -> one-line reason
     peer_failures: list[str] = field(default_factory=list)  # a peer's run or check: reported
+    notes: dict[str, str] = field(default_factory=dict)  # column -> how it was made, if unusual
 
     @property
     def geomean_speedup(self) -> float:
@@ -322,6 +323,7 @@ class ModelRun:
         ]
         lines.append("geomean time / best of IREE default and data tiling: " + ", ".join(versus))
         lines += [f"{c}: not timed: {why}" for c, why in self.unavailable.items()]
+        lines += [f"{c}: {note}" for c, note in self.notes.items()]
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -335,6 +337,7 @@ class ModelRun:
             "input_sets": self.settings.input_sets,
             "columns": columns,
             "unavailable": dict(self.unavailable),
+            "notes": dict(self.notes),
             "geomean_speedup": self.geomean_speedup,
             "geomean_vs_best_iree": {
                 c: self.geomean_versus_best_iree(c) for c in columns if c not in self.unavailable
@@ -434,6 +437,7 @@ def run_model(
     with tempfile.TemporaryDirectory(prefix="dcmlir-run-model-") as scratch:
         builds = {DEFAULT: default_vmfb}
         unavailable: dict[str, str] = {}
+        notes: dict[str, str] = {}
         if DATA_TILING in peers:
             say("building the module with IREE data tiling")
             built = model_peers.data_tiling_build(text, target)
@@ -454,7 +458,8 @@ def run_model(
             if isinstance(onnx, str):
                 unavailable[ONNX] = onnx
             else:
-                variants.append(onnx)
+                variants.append(onnx[0])
+                notes.update({ONNX: onnx[1]} if onnx[1] else {})
         if chosen.torch_variant is not None:
             variants.append(chosen.torch_variant)
         runner_settings = RunnerSettings(settings, driver=device, timeout=timeout)
@@ -467,7 +472,7 @@ def run_model(
         f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(others)
     ]
     return ModelRun(
-        rows, chosen.name, device, threads, settings, failures, unavailable, peer_failures
+        rows, chosen.name, device, threads, settings, failures, unavailable, peer_failures, notes
     )
 
 

@@ -219,19 +219,42 @@ class TorchEager:
 # --- ONNX Runtime --------------------------------------------------------------------------
 
 
-def export_onnx(source: TorchSource, example: Sequence[np.ndarray], path: Path) -> None:
+def export_onnx(source: TorchSource, example: Sequence[np.ndarray], path: Path) -> str | None:
     """``torch.onnx.export(dynamo=True)`` of the source's model, ``T`` a symbolic dim.
 
-    Any failure is a ValueError with torch's first line (the column's reason).
+    Where the exporter cannot translate the model as it is (torch 2.13 translates
+    only 4-D ``scaled_dot_product_attention``; the generated encoder's is 3-D), the
+    core-ATen graph IREE imports (:func:`~dcmlir.models.torch_import.export_program`:
+    attention as ``bmm``/softmax) is exported instead, and the returned note says so
+    (else None). A failure of both is a ValueError with the exporter's reason.
     """
     import torch  # optional: only the onnxruntime peer needs it
 
+    from dcmlir.models.torch_import import export_program
+
     lo, hi = source.seq
-    seq = torch.export.Dim("seq", min=lo, max=hi)
-    shapes = tuple({axis: seq} for axis in source.seq_axes)
     model = source.build().eval()
     args = tuple(_tensors(torch, example, torch.float32))
-    quiet = logging.getLogger("torch.onnx"), logging.getLogger("torch.export")
+    try:
+        seq = torch.export.Dim("seq", min=lo, max=hi)
+        shapes = tuple({axis: seq} for axis in source.seq_axes)
+        _quietly(lambda: torch.onnx.export(model, args, dynamo=True, dynamic_shapes=shapes), path)
+        return None
+    except Exception as err:  # torch raises many types here; all mean "cannot export"
+        first = _exporter_reason(err)
+    try:
+        program = export_program(
+            model, args, {"seq": (lo, hi)}, [{axis: "seq"} for axis in source.seq_axes]
+        )
+        _quietly(lambda: torch.onnx.export(program, dynamo=True), path)
+    except Exception as err:  # any failure (TorchImportError too) is the column's reason
+        raise ValueError(f"torch.onnx.export failed: {first}; {_exporter_reason(err)}") from None
+    return f"exported from the core-ATen graph IREE imports (as it is: {first})"
+
+
+def _quietly(export: Callable[[], Any], path: Path) -> None:
+    """Run the exporter without its progress lines and warnings; save what it made."""
+    quiet = [logging.getLogger(name) for name in ("torch.onnx", "torch.export")]
     levels = [logger.level for logger in quiet]
     try:
         for logger in quiet:
@@ -242,15 +265,25 @@ def export_onnx(source: TorchSource, example: Sequence[np.ndarray], path: Path) 
             contextlib.redirect_stderr(io.StringIO()),
         ):
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(model, args, dynamo=True, dynamic_shapes=shapes)
-            assert program is not None
+            program = export()
             program.save(str(path))
-    except Exception as err:  # torch raises many types here; all mean "cannot export"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"torch.onnx.export failed: {first}") from None
     finally:
         for logger, level in zip(quiet, levels, strict=True):
             logger.setLevel(level)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _exporter_reason(err: BaseException) -> str:
+    """The innermost cause the exporter names (its "Exception summary"), on one line."""
+    text = _ANSI.sub("", str(err)).strip()
+    causes = [line for line in text.splitlines() if line.startswith("<class '")]
+    if causes:  # "<class 'AssertionError'>: only 4D query, key, and value are supported"
+        kind, _, message = causes[0].partition(">: ")
+        name = kind.removeprefix("<class ").strip("'").rsplit(".", 1)[-1]
+        return f"{name}: {message}"
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 class OnnxModel:
@@ -304,9 +337,9 @@ class OnnxModel:
 
 def onnx_variant(
     source: TorchSource | None, example: Sequence[np.ndarray], threads: int, scratch: Path
-) -> HostModel | str:
+) -> tuple[HostModel, str | None] | str:
     """The onnxruntime variant of the module's torch model (exported into ``scratch`` with
-    ``example`` inputs), or the one-line reason there is none."""
+    ``example`` inputs) with a note on how it was exported, or the reason there is none."""
     if source is None:
         return (
             "no torch model to export (the module is neither a generated encoder nor saved "
@@ -317,10 +350,10 @@ def onnx_variant(
             return f"{package} is not installed (pip install 'dcmlir[{extra}]')"
     path = scratch / "model.onnx"
     try:
-        export_onnx(source, example, path)
+        note = export_onnx(source, example, path)
     except ValueError as err:
         return str(err)
-    return HostModel(ONNX, functools.partial(OnnxModel, str(path), threads))
+    return HostModel(ONNX, functools.partial(OnnxModel, str(path), threads)), note
 
 
 # --- IREE data tiling ----------------------------------------------------------------------
