@@ -177,7 +177,7 @@ def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, A
     compile_seconds = time.perf_counter() - start
     default = compile_default(module.path)
     seq_lens = parse_seq(args.seq)
-    say(f"{spec.slug}: timing {len(seq_lens)} sequence lengths, largest first as a warm-up")
+    say(f"{spec.slug}: checking and timing every column at {len(seq_lens)} sequence lengths")
     settings = MeasureSettings(
         min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time, rtol=1e-4
     )

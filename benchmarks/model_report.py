@@ -106,7 +106,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", *table(result), ""]
     if result.get("workloads"):
         lines += [
-            "Where model time goes (IREE default per call, from probes) and the budget split:",
+            "Where model time goes (IREE default per call: probed, or from FLOPs when the"
+            " budget was too small to probe) and the budget split:",
             "",
             "| workload | ops | IREE default ms/call | share | budget | measurements | kernels |",
             "|---|---:|---:|---:|---:|---:|---:|",

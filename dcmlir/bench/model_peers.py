@@ -363,9 +363,8 @@ def onnx_variant(
 def data_tiling_build(text: str, target: Target | None = None) -> bytes | str:
     """IREE's build of ``text`` with data tiling, or the one-line reason it does not compile."""
     try:
-        return build(text, target or CpuTarget(), DATA_TILING_FLAGS, source_name="data tiling").vmfb
+        return build(text, target or CpuTarget(), DATA_TILING_FLAGS, source_name="model").vmfb
     except BuildError as err:
-        lines = [line for line in str(err).splitlines() if "error:" in line] or str(
-            err
-        ).splitlines()
-        return f"IREE could not compile it with data tiling: {lines[0].strip() if lines else err}"
+        lines = str(err).splitlines()
+        first = next((line for line in lines if "error:" in line), lines[0] if lines else "")
+        return f"IREE could not compile it with data tiling: {first.strip().rstrip(':')}"
