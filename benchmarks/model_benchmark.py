@@ -52,7 +52,7 @@ from dcmlir.target import CpuTarget
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 COMMAND = "python benchmarks/model_benchmark.py"
-DEFAULT_SEQ = "1:8,13,17,24,31,32,48,64,77,96,100,112,120,127,128"
+DEFAULT_SEQ = "1:8,13,16,17,24,31,32,48,64,65,77,96,100,112,120,127,128"
 _MODEL = re.compile(r"^(gpt2|bert)-(\d+)l$")
 
 
