@@ -93,6 +93,8 @@ class Gpt2Config:
 
 
 def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
+    """``model`` taking token ids and returning one tensor (a class made here: torch is
+    optional, so no torch class sits at module level; the factory pickles, not the module)."""
     from torch import nn
 
     class TokenModel(nn.Module):
