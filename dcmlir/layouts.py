@@ -1,52 +1,27 @@
-"""The packed weight layout, in numpy: what the measuring worker hands a packed kernel.
+"""The weight a kernel module holds as a constant, the same array in every process.
 
-A packed kernel (:mod:`dcmlir.space.packed`) reads its weight as
-``[ceil(N/N0), ceil(K/K0), N0, K0]``, zero padded: what ``linalg.pack`` makes of
-a ``K x N`` weight (``outer_dims_perm = [1, 0]``, ``inner_dims_pos = [1, 0]``) or
-of an ``N x K`` one (``inner_dims_pos = [0, 1]``). In a model the weight is a
-constant and IREE packs it once, before the first call; the worker packs it once
-per input set, outside the timed calls, so a measurement times what a model pays.
+A model's weight is a constant: IREE packs it once (data tiling, the packed
+family of :mod:`dcmlir.space.packed`), outside the call. To time a packed kernel
+as a model runs it, its kernel module holds the weight as a ``util.global`` and
+the measuring worker feeds every input set that same array as the weight input,
+so the output check still holds. :func:`fixed_weight` is that array: a function of
+a shape and a seed only, computed the same way where the module is written and in
+the worker.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-__all__ = ["WEIGHT_LAYOUTS", "PackedWeight"]
-
-WEIGHT_LAYOUTS = ("kn", "nk")
-"""How a projection holds its weight: ``K x N`` (``x @ W``) or ``N x K`` (``x @ W^T``)."""
+__all__ = ["fixed_weight", "weight_seed"]
 
 
-@dataclass(frozen=True)
-class PackedWeight:
-    """A weight of layout ``layout`` packed into ``n0 x k0`` tiles."""
+def weight_seed(key: str) -> int:
+    """The seed of a workload's fixed weight: from its structural key (stable everywhere)."""
+    return int(key[:8], 16)
 
-    layout: str
-    n0: int
-    k0: int
 
-    def __post_init__(self) -> None:
-        if self.layout not in WEIGHT_LAYOUTS:
-            raise ValueError(f"weight layout {self.layout!r} is not one of {WEIGHT_LAYOUTS}")
-        if self.n0 < 1 or self.k0 < 1:
-            raise ValueError(f"tile {self.n0}x{self.k0} must be positive")
-
-    def outer(self, k: int, n: int) -> tuple[int, int]:
-        """``(ceil(N/N0), ceil(K/K0))``: the packed weight's outer dims."""
-        return -(-n // self.n0), -(-k // self.k0)
-
-    def shape(self, k: int, n: int) -> tuple[int, int, int, int]:
-        return (*self.outer(k, n), self.n0, self.k0)
-
-    def pack(self, weight: np.ndarray) -> np.ndarray:
-        """The packed copy of ``weight`` (contiguous, zero padded), as ``linalg.pack`` makes it."""
-        by_n = weight.T if self.layout == "kn" else weight
-        n, k = by_n.shape
-        outer_n, outer_k = self.outer(k, n)
-        padded = np.zeros((outer_n * self.n0, outer_k * self.k0), dtype=weight.dtype)
-        padded[:n, :k] = by_n
-        tiles = padded.reshape(outer_n, self.n0, outer_k, self.k0).transpose(0, 2, 1, 3)
-        return np.ascontiguousarray(tiles)
+def fixed_weight(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """Values in [-1, 1), never a splat: what every input set's weight is."""
+    rng = np.random.default_rng(seed)
+    return (rng.random(shape) * 2.0 - 1.0).astype(dtype)

@@ -11,7 +11,13 @@
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
-// TD: emit_dispatch.mlir:[[# @LINE + 68]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+// TD: emit_dispatch.mlir:[[# @LINE + 74]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+
+// The encodings of @packed's kernels: M's iteration size ? for the weight and the fallback,
+// the kernel's bound (4, 16) in its branches.
+// CHECK-DAG: #[[ENC_W:encoding[0-9]*]] = #iree_encoding.encoding<operand_index = 1 : i64, {{.*}}iteration_sizes = [?, 48, 64]>
+// CHECK-DAG: #[[ENC_4:encoding[0-9]*]] = #iree_encoding.encoding<operand_index = 0 : i64, {{.*}}iteration_sizes = [4, 48, 64]>
+// CHECK-DAG: #[[ENC_16:encoding[0-9]*]] = #iree_encoding.encoding<operand_index = 0 : i64, {{.*}}iteration_sizes = [16, 48, 64]>
 
 // The configs of the dense plan's two tuned kernels (kernel 0 is IREE's default).
 // CHECK-DAG: #[[SKINNY:.*]] = #iree_cpu.lowering_config<distribution = [8, 128, 0], vector_common_parallel = [1, 16, 0], vector_reduction = [0, 0, 8]>
@@ -247,4 +253,57 @@ util.func public @dense_global_opt(%x: tensor<?x768xf32>, %w: tensor<768x768xf32
   // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
   %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
   util.return %r : tensor<?x768xf32>
+}
+
+// A projection with a constant weight (x @ W^T, as torch's Linear) dispatched to packed
+// kernels (docs/design.md section 12), on IREE's data-tiling encodings: the weight is
+// encoded once, before the cascade (IREE hoists it: the weight is a constant), and every
+// branch reads it; each branch is one flow.dispatch.region (activations encoded, the op,
+// the result decoded, the bias consumer) whose encodings state the kernel's M bound
+// (M <= 4: 4, else 16), from which IREE picks its tile. Outside 1..16 the op runs as
+// IREE's own data tiling (M's iteration size ?), so the weight is only ever read packed.
+// CHECK-LABEL: func.func @packed
+// CHECK-SAME: (%[[X5:.*]]: tensor<?x64xf32>, %[[B5:.*]]: tensor<48xf32>)
+// CHECK: %[[W5:.*]] = arith.constant dense<{{.*}}> : tensor<48x64xf32>
+// CHECK: linalg.fill
+// CHECK: %[[M5:.*]] = tensor.dim %[[X5]]
+// CHECK: %[[WE5:.*]] = iree_encoding.set_encoding %[[W5]] encoding_dims{%[[M5]]} : tensor<48x64xf32> -> tensor<48x64xf32, #[[ENC_W]]>
+// CHECK: scf.if %{{.*}} -> (tensor<?x48xf32>) {
+// CHECK-NEXT: %[[FR5:.*]] = flow.dispatch.region -> (tensor<?x48xf32>{%[[M5]]}) {
+// CHECK-NEXT: %[[FX5:.*]] = iree_encoding.set_encoding %[[X5]] encoding_dims{%[[M5]]}
+// CHECK: %[[FM5:.*]] = linalg.matmul {{.*}} ins(%[[FX5]], %[[WE5]] :
+// CHECK-NEXT: %[[FU5:.*]] = iree_encoding.unset_encoding {dcmlir.kernel = "fallback"} %[[FM5]] encoding_dims{%[[M5]]}
+// CHECK-NEXT: %[[FB5:.*]] = linalg.generic {{.*}} ins(%[[FU5]], %[[B5]] : tensor<?x48xf32>, tensor<48xf32>)
+// CHECK: flow.return %[[FB5]] : tensor<?x48xf32>
+// CHECK: } else {
+// CHECK: flow.dispatch.region
+// CHECK-NEXT: %[[SX5:.*]] = iree_encoding.set_encoding %[[X5]] : tensor<?x64xf32> -> tensor<?x64xf32, #[[ENC_4]]>
+// CHECK: linalg.matmul {{.*}} ins(%[[SX5]], %[[WE5]] :
+// CHECK-NEXT: iree_encoding.unset_encoding {dcmlir.kernel = "packed:m4n16k1"}
+// CHECK-NEXT: linalg.generic
+// CHECK: flow.return
+// CHECK: flow.dispatch.region
+// CHECK-NEXT: %[[LX5:.*]] = iree_encoding.set_encoding %[[X5]] : tensor<?x64xf32> -> tensor<?x64xf32, #[[ENC_16]]>
+// CHECK: linalg.matmul {{.*}} ins(%[[LX5]], %[[WE5]] :
+// CHECK-NEXT: iree_encoding.unset_encoding {dcmlir.kernel = "packed:m16n16k1"}
+// CHECK-NOT: linalg.matmul ins
+// CHECK: return
+func.func @packed(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = arith.constant dense<0.25> : tensor<48x64xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  // expected-remark @below {{dispatch: 2 kernels, tree depth 1, range d0=1:16, 1 fused consumer(s) in each branch}}
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<48x64xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %biased = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x48xf32>, tensor<48xf32>) outs(%e : tensor<?x48xf32>) {
+  ^bb0(%v: f32, %bias: f32, %o: f32):
+    %s = arith.addf %v, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x48xf32>
+  return %biased : tensor<?x48xf32>
 }

@@ -34,12 +34,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dcmlir.codegen.kernel import PackedTile
-from dcmlir.codegen.packed import pack_weight, packed_contraction
+from dcmlir.codegen.fusion import fused_consumers
+from dcmlir.codegen.packed import (
+    dispatch_region,
+    encode_weight,
+    encoded_contraction,
+    region_return,
+)
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
-from dcmlir.space import PackedCandidate, packing_problem
+from dcmlir.space import DataTiledCandidate, PackedCandidate, packing_problem
 from dcmlir.workload import NotAWorkload, Workload, workloads
 
 FUNCTION_OPS = ("func.func", "util.func")
@@ -49,6 +54,7 @@ KERNEL_ATTR = "dcmlir.kernel"
 running the pass again leaves its own output alone."""
 
 FALLBACK = "fallback"
+WARNING = "warning: "  # a message of the remarks list that is emitted as a warning
 COMPILATION_INFO = "compilation_info"
 
 
@@ -80,15 +86,24 @@ class _Target:
     plan: WorkloadPlan
     infos: dict[int, ir.Attribute | None]  # kernel index -> compilation_info (None: default)
     consumers: tuple[tuple[ir.Operation, int], ...] = ()  # fused chain: (op, operand it reads)
-    packed: dict[int, PackedTile] = field(default_factory=dict)  # kernel index -> its tile
+    # kernel index -> M's iteration size in its encodings (None: ``?``), for the packed and
+    # data-tiled kernels: they run on IREE's data-tiling encodings (docs/design.md section 12)
+    encoded: dict[int, int | None] = field(default_factory=dict)
+
+    @property
+    def packs_weight(self) -> bool:
+        """Whether the kernels read the weight packed (the packed family: a constant weight,
+        encoded once before the dispatch)."""
+        return bool(self.encoded) and packing_problem(self.workload) is None
 
     @property
     def fallback(self) -> int | None:
-        """The kernel outside the tuned range: the widest packed one when the op is packed
-        (its weight then lives packed only), else None (the op as it was)."""
-        if not self.packed:
+        """The kernel outside the tuned range when the weight is packed (it then lives packed
+        only): any encoded kernel, run as IREE's own data tiling (M's size ``?``, valid for
+        every M); None otherwise (the op as it was)."""
+        if not self.packs_weight:
             return None
-        return max(self.packed, key=lambda kernel: (self.packed[kernel].m0, -kernel))
+        return min(self.encoded)
 
 
 def emit_dispatch(
@@ -127,7 +142,7 @@ def emit_dispatch(
                     planned,
                     _kernel_infos(ctx, op, found, planned),
                     consumers,
-                    _packed_tiles(ctx, op, found, planned, remarks),
+                    _encoded_kernels(ctx, op, found, planned, remarks),
                 )
             )
             fused = f", {len(consumers)} fused consumer(s) in each branch" if consumers else ""
@@ -140,7 +155,10 @@ def emit_dispatch(
             )
         _check_all_matched(ctx, module, plan, origin, matched, module_keys)
         for op, message in remarks:
-            ctx.remark(op, message)
+            if message.startswith(WARNING):
+                ctx.warning(op, message.removeprefix(WARNING))
+            else:
+                ctx.remark(op, message)
         for target in targets:
             _rewrite(target)
     return len(targets)
@@ -161,7 +179,7 @@ def _kernel_infos(
     infos: dict[int, ir.Attribute | None] = {}
     for index in planned.tree.kernels():
         kernel = planned.kernels[index]
-        if isinstance(kernel.candidate, PackedCandidate):
+        if isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate):
             infos[index] = None
             continue
         if kernel.route != "config":
@@ -185,21 +203,24 @@ def _kernel_infos(
     return infos
 
 
-def _packed_tiles(
+def _encoded_kernels(
     ctx: PassContext,
     op: ir.Operation,
     workload: Workload,
     planned: WorkloadPlan,
     remarks: list[tuple[ir.Operation, str]],
-) -> dict[int, PackedTile]:
-    """The tile of every packed kernel the tree runs; an op that cannot be packed fails."""
-    tiles = {
-        index: PackedTile(kernel.candidate.m0, kernel.candidate.n0, kernel.candidate.k0)
-        for index in planned.tree.kernels()
-        if isinstance((kernel := planned.kernels[index]).candidate, PackedCandidate)
-    }
-    if not tiles:
-        return tiles
+) -> dict[int, int | None]:
+    """M's iteration size of every packed or data-tiled kernel the tree runs (None: ``?``);
+    an op that cannot be packed fails."""
+    found: dict[int, int | None] = {}
+    for index in planned.tree.kernels():
+        candidate = planned.kernels[index].candidate
+        if isinstance(candidate, DataTiledCandidate):
+            found[index] = None
+        elif isinstance(candidate, PackedCandidate):
+            found[index] = candidate.m0
+    if not any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in found):
+        return found
     problem = packing_problem(workload)
     if problem is not None and 1 in workload.constant_operands:
         raise ctx.fail(op, f"plan for workload {workload.key} runs packed kernels: {problem}")
@@ -207,13 +228,7 @@ def _packed_tiles(
         remarks.append(
             (op, "warning: the weight is not a constant: packed kernels pack it on every call")
         )
-    if len({(t.n0, t.k0) for t in tiles.values()}) > 1:
-        raise ctx.fail(
-            op,
-            f"plan for workload {workload.key}: packed kernels with different weight tiles "
-            "(one packed weight is shared by every branch)",
-        )
-    return tiles
+    return found
 
 
 def _loops(loops: Sequence[int]) -> str:
@@ -239,47 +254,6 @@ def _check_all_matched(
         f"plan {origin} (for '{plan.source}') has workloads that match no op in this module: "
         f"{wanted}; the module's workloads: {here}",
     )
-
-
-# --- fused consumers ---------------------------------------------------------------------
-
-
-def fused_consumers(op: ir.Operation) -> tuple[tuple[ir.Operation, int], ...]:
-    """The elementwise chain IREE fuses after ``op``: (consumer, operand index it reads).
-
-    Each link is the only user of the previous result: a ``linalg.generic`` in the
-    same block with parallel loops only and one result, reading the value as an input
-    through a permutation (identity or transpose). That is what IREE's dispatch
-    formation puts in the op's dispatch (bias, activation, residual add, head
-    transposes); a reduction (layernorm) or a reshape ends the chain.
-    """
-    chain: list[tuple[ir.Operation, int]] = []
-    current = op
-    while len(current.results) == 1:
-        uses = list(current.results[0].uses)
-        if len(uses) != 1:
-            break
-        user, operand = uses[0].owner.operation, uses[0].operand_number
-        if not _fusable_consumer(user, operand, op):
-            break
-        chain.append((user, operand))
-        current = user
-    return tuple(chain)
-
-
-def _fusable_consumer(user: ir.Operation, operand: int, producer: ir.Operation) -> bool:
-    if user.name != "linalg.generic" or len(user.results) != 1:
-        return False
-    if user.parent != producer.parent:
-        return False
-    n_inputs = len(user.operands) - len(user.results)
-    if operand >= n_inputs:
-        return False
-    iterators = ir.ArrayAttr(user.attributes["iterator_types"])
-    if any("parallel" not in str(kind) for kind in iterators):
-        return False
-    amap = ir.ArrayAttr(user.attributes["indexing_maps"])[operand].value
-    return amap.is_permutation
 
 
 # --- the cascade -----------------------------------------------------------------------------
@@ -308,7 +282,8 @@ def _rewrite(target: _Target) -> None:
             if fallback is None:
                 scf.YieldOp(_clone_group(target, FALLBACK, None))
             else:
-                scf.YieldOp(_clone_group(target, FALLBACK, None, packed.branch(fallback)))
+                branch = packed.branch(fallback, any_size=True)
+                scf.YieldOp(_clone_group(target, FALLBACK, None, branch))
         with ir.InsertionPoint(cascade.else_block):
             if len(kernels) == 1:
                 chosen = _clone_group(target, *_kernel(target, kernels[0], packed))
@@ -409,42 +384,46 @@ def _emit_cases(
 
 @dataclass(frozen=True)
 class _Packed:
-    """What packed branches share: the weight packed once (before the cascade), M's value."""
+    """What packed branches share: the op's M and the weight, encoded once before them."""
 
     target: _Target
+    dims: dict[int, ir.Value]
     weight: ir.Value | None
-    rows: ir.Value | None
 
     @staticmethod
     def of(target: _Target, dims: dict[int, ir.Value]) -> _Packed:
-        if not target.packed:
-            return _Packed(target, None, None)
-        tile = next(iter(target.packed.values()))
-        weight = pack_weight(target.op.operands[1], target.workload, tile)
-        (m,) = target.workload.dynamic_dims
-        return _Packed(target, weight, dims[m.index])
+        if not target.packs_weight:
+            return _Packed(target, dims, None)
+        return _Packed(target, dims, encode_weight(target.op, target.workload, dims))
 
-    def branch(self, kernel: int) -> Callable[[], ir.Operation] | None:
-        """A builder of kernel ``kernel``'s packed form, or None when it is not packed."""
-        tile = self.target.packed.get(kernel)
-        if tile is None or self.weight is None or self.rows is None:
+    def branch(self, kernel: int, *, any_size: bool = False) -> _Branch | None:
+        """A builder of kernel ``kernel``'s packed form, or None when it is not packed;
+        ``any_size``: M's iteration size ``?`` (for any M), not the kernel's bound."""
+        if kernel not in self.target.encoded:
             return None
-        op, weight, rows = self.target.op, self.weight, self.rows
-        inits = _inits(op)
+        size = None if any_size else self.target.encoded[kernel]
+        op, workload, dims, weight = self.target.op, self.target.workload, self.dims, self.weight
+        key = FALLBACK if any_size else self.target.plan.kernels[kernel].candidate_key
 
         def build() -> ir.Operation:
-            unpack = packed_contraction(op.operands[0], weight, inits[0], rows, tile)
-            unpack.attributes[KERNEL_ATTR] = ir.StringAttr.get(
-                self.target.plan.kernels[kernel].candidate_key
-            )
-            return unpack
+            decoded = encoded_contraction(op, workload, dims, size, weight)
+            decoded.attributes[KERNEL_ATTR] = ir.StringAttr.get(key)
+            return decoded
 
-        return build
+        return _Branch(dims, build)
+
+
+@dataclass(frozen=True)
+class _Branch:
+    """A packed branch: the dynamic loops' values and the builder of its encoded contraction."""
+
+    dims: dict[int, ir.Value]
+    build: Callable[[], ir.Operation]
 
 
 def _kernel(
     target: _Target, kernel: int, packed: _Packed
-) -> tuple[str, ir.Attribute | None, Callable[[], ir.Operation] | None]:
+) -> tuple[str, ir.Attribute | None, _Branch | None]:
     return target.plan.kernels[kernel].candidate_key, target.infos[kernel], packed.branch(kernel)
 
 
@@ -452,11 +431,23 @@ def _clone_group(
     target: _Target,
     kernel: str,
     info: ir.Attribute | None,
-    packed: Callable[[], ir.Operation] | None = None,
+    packed: _Branch | None = None,
 ) -> list[ir.Value]:
     """The op (config replaced by ``info``, or its packed form) and its fused consumers,
-    reading the clones."""
-    current = packed() if packed is not None else _clone(target.op, kernel, info)
+    reading the clones; a packed group is one ``flow.dispatch.region``, as IREE's data
+    tiling forms it."""
+    if packed is not None:
+        last = target.consumers[-1][0] if target.consumers else target.op
+        region = dispatch_region(list(last.results), target.workload, packed.dims)
+        with ir.InsertionPoint(region.regions[0].blocks[0]):
+            region_return(_chain(target, packed.build()))
+        return list(region.results)
+    return _chain(target, _clone(target.op, kernel, info))
+
+
+def _chain(target: _Target, first: ir.Operation) -> list[ir.Value]:
+    """``first`` (the op's clone) and clones of the fused consumers reading it."""
+    current = first
     for member, operand in target.consumers:
         clone = member.clone()
         clone.operands[operand] = current.results[0]

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import dense_with_range
 
 from dcmlir import __version__
 from dcmlir.build.compiler import build
 from dcmlir.shapes import Shape, parse_shapes
-from dcmlir.space import space_for
+from dcmlir.space import workload_space
 from dcmlir.target import CpuTarget
 from dcmlir.tools import cmd_demo
 from dcmlir.tools.cli import main
@@ -230,7 +231,8 @@ def test_demo_tunes_compiles_and_prints_a_verified_table(
     assert code == 0, err
     assert out.startswith("dcmlir demo: BERT-base dense layer bert_dense.mlir (@dense), f32\n")
     assert "matmul key=5aebb14787f9885e range d0=1:128" in out
-    exhaustive = len(space_for(CpuTarget())) * 128  # the space depends on the host's caches
+    # the space depends on the host's caches (and the workload: IREE's data tiling)
+    exhaustive = len(workload_space(CpuTarget(), dense_with_range(1, 128))) * 128
     assert f"12 measurements (12 new) vs {exhaustive} exhaustive" in out
     assert "  kernel " not in out  # one line per workload; the plan has the kernels
     assert (tmp_path / "plan.json").is_file() and (tmp_path / "dense.vmfb").is_file()
@@ -239,13 +241,23 @@ def test_demo_tunes_compiles_and_prints_a_verified_table(
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T |"))
     columns = [c.strip() for c in lines[header].split("|")]
-    assert columns == ["T", "IREE default (ms)", "dcmlir (ms)", "speedup", "max rel err"]
+    assert columns == [
+        "T",
+        "IREE default (ms)",
+        "dcmlir (ms)",
+        "speedup",
+        "IREE data tiling (ms)",
+        "onnxruntime (ms)",
+        "dcmlir/best IREE",
+        "max rel err",
+    ]
     rows = [[c.strip() for c in line.split("|")] for line in lines[header + 2 : header + 5]]
     assert [row[0] for row in rows] == ["1", "4", "200"]  # 200 > 128: IREE's default runs
     for row in rows:
         assert float(row[1]) > 0 and float(row[2]) > 0
         assert row[3].endswith("x") and float(row[3][:-1]) > 0
-        assert 0 <= float(row[4]) <= 1e-4
+        assert float(row[4]) > 0 and row[5] == "n/a" and float(row[6]) > 0
+        assert 0 <= float(row[7]) <= 1e-4
     assert lines[header + 5].startswith("geomean speedup of dcmlir over IREE default: ")
     assert "measuring T=1" in err and "measuring" not in out  # progress goes to stderr
     # a second run resumes from the records: nothing new is measured
@@ -267,7 +279,8 @@ def test_demo_reports_wrong_results_instead_of_timing_them(
     monkeypatch.setattr(cmd_demo, "compile", wrong_compile)
     code, out, err = run(capsys, *demo_args(tmp_path, "--shapes", "2", "--rounds", "1"))
     assert code == 1
-    row = [c.strip() for c in out.splitlines()[-2].split("|")]
+    (line,) = [line for line in out.splitlines() if line.lstrip().startswith("2 |")]
+    row = [c.strip() for c in line.split("|")]
     assert row[0] == "2" and float(row[1]) > 0 and row[2:4] == ["failed", "-"]
     (failure,) = [line for line in err.splitlines() if line.startswith("dcmlir: error:")]
     assert failure.startswith("dcmlir: error: T=2: dcmlir: check: ") and "relative error" in failure

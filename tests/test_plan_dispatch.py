@@ -131,13 +131,27 @@ def scores_workload_plan(workload: Workload) -> WorkloadPlan:
     )
 
 
+def packed_workload_plan(workload: Workload) -> WorkloadPlan:
+    """M in 1..16: M <= 4 the packed kernel with M0 = 4, else M0 = 16."""
+    shapes = [(m,) for m in range(1, 17)]
+    choices = {s: 0 if s[0] <= 4 else 1 for s in shapes}
+    packed = [candidate_from_key("packed:m4n16k1"), candidate_from_key("packed:m16n16k1")]
+    return WorkloadPlan.build(workload, packed, choices, cost_table(shapes, 2), ranges={0: (1, 16)})
+
+
 def lit_plans() -> dict[str, Plan]:
     """The plans lit_tests/emit_dispatch.mlir runs with, keyed by file name."""
-    dense, scores, *_others = workloads_of(LIT_FILE.read_text())
+    found = workloads_of(LIT_FILE.read_text())
+    dense, scores = found[0], found[1]
+    packed = next(w for w in found if w.constant_operands)
     main = Plan(
         LIT_TARGET,
         "emit_dispatch.mlir",
-        (dense_workload_plan(dense, ("config",) * 3), scores_workload_plan(scores)),
+        (
+            dense_workload_plan(dense, ("config",) * 3),
+            scores_workload_plan(scores),
+            packed_workload_plan(packed),
+        ),
     )
     td = Plan(
         LIT_TARGET, "emit_dispatch.mlir", (dense_workload_plan(dense, ("config", "config", "td")),)

@@ -33,11 +33,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # the bench extra: the onnxruntime peer only
-    import onnxruntime
-except ImportError:  # pragma: no cover - the column says "not installed"
-    onnxruntime = None  # type: ignore[assignment]
-
 from dcmlir.bench.peers import DATA_TILING_FLAGS
 from dcmlir.build.compiler import BuildError, build
 from dcmlir.measure.runner import ShapeProblem
@@ -300,8 +295,12 @@ class OnnxModel:
     """
 
     def __init__(self, path: str, threads: int) -> None:
-        if onnxruntime is None:
-            raise ImportError("onnxruntime is not installed (pip install 'dcmlir[bench]')")
+        try:  # only here: importing onnxruntime writes $TMPDIR/.ses (its session id)
+            import onnxruntime
+        except ImportError:
+            raise ImportError(
+                "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+            ) from None
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

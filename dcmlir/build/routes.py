@@ -19,9 +19,10 @@ from typing import Protocol
 
 from dcmlir.build.compiler import Build, default_cache_dir
 from dcmlir.build.td import td_flags, verify_td_build
-from dcmlir.codegen.kernel import KernelVariant, PackedTile
+from dcmlir.codegen.kernel import EncodedForm, KernelVariant
 from dcmlir.codegen.library import codegen_library, compilation_info
-from dcmlir.space import Candidate, PackedCandidate
+from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
+from dcmlir.space import Candidate, DataTiledCandidate, PackedCandidate, packing_problem
 from dcmlir.workload import Workload
 
 
@@ -73,8 +74,8 @@ class ConfigRoute:
     name = "config"
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate):
-            return packed_variant(candidate, function)
+        if isinstance(candidate, PackedCandidate | DataTiledCandidate):
+            return packed_variant(candidate, function, packing_problem(workload) is None)
         attribute = candidate.compilation_info(workload)  # type: ignore[attr-defined]
         if attribute is None:
             return KernelVariant(function)
@@ -83,7 +84,7 @@ class ConfigRoute:
     def request(
         self, workload: Workload, chunk: Sequence[tuple[str, Candidate]], workdir: Path
     ) -> BuildRequest:
-        return BuildRequest()
+        return BuildRequest(flags=encoded_flags(chunk))
 
     def verify(
         self, build: Build, chunk: Sequence[tuple[str, Candidate]], workdir: Path
@@ -106,8 +107,8 @@ class TransformLibraryRoute:
         self._dumps: dict[tuple[str, ...], Path] = {}
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate):
-            return packed_variant(candidate, function)
+        if isinstance(candidate, PackedCandidate | DataTiledCandidate):
+            return packed_variant(candidate, function, packing_problem(workload) is None)
         levels = candidate.levels(workload)  # type: ignore[attr-defined]
         if levels is None:
             return KernelVariant(function)
@@ -133,7 +134,10 @@ class TransformLibraryRoute:
         self._dumps[tuple(name for name, _ in chunk)] = dumps
         flags = td_flags(library, dumps)
         keyed = tuple(f for f in flags if not f.startswith(_DUMP_FLAGS))
-        return BuildRequest(flags=keyed, uncached_flags=tuple(f for f in flags if f not in keyed))
+        return BuildRequest(
+            flags=keyed + encoded_flags(chunk),
+            uncached_flags=tuple(f for f in flags if f not in keyed),
+        )
 
     def verify(
         self, build: Build, chunk: Sequence[tuple[str, Candidate]], workdir: Path
@@ -142,7 +146,8 @@ class TransformLibraryRoute:
         names = [
             name
             for name, candidate in chunk
-            if not _is_default(candidate) and not isinstance(candidate, PackedCandidate)
+            if not _is_default(candidate)
+            and not isinstance(candidate, PackedCandidate | DataTiledCandidate)
         ]
         if dumps is None or not names:
             return {}
@@ -163,9 +168,20 @@ _DUMP_FLAGS = (
 )
 
 
-def packed_variant(candidate: PackedCandidate, function: str) -> KernelVariant:
-    """A packed kernel is its own program (pack, mmt4d, unpack) on every route."""
-    return KernelVariant(function, packed=PackedTile(candidate.m0, candidate.n0, candidate.k0))
+def packed_variant(
+    candidate: PackedCandidate | DataTiledCandidate, function: str, constant_weight: bool
+) -> KernelVariant:
+    """A packed or data-tiled kernel is its own program (the op on data-tiling encodings)
+    on every route; a workload whose weight is a constant keeps it in the module."""
+    m0 = candidate.m0 if isinstance(candidate, PackedCandidate) else None
+    return KernelVariant(function, encoded=EncodedForm(m0, constant_weight))
+
+
+def encoded_flags(chunk: Sequence[tuple[str, Candidate]]) -> tuple[str, ...]:
+    """The flags IREE needs for a chunk with data-tiled kernels (none for the others)."""
+    if any(isinstance(candidate, PackedCandidate | DataTiledCandidate) for _, candidate in chunk):
+        return ENCODED_KERNEL_FLAGS
+    return ()
 
 
 def _is_default(candidate: Candidate) -> bool:

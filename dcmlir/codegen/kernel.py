@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dcmlir.codegen.packed import data_tile
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.layouts import PackedWeight
+from dcmlir.layouts import fixed_weight, weight_seed
 from dcmlir.reference import contract
-from dcmlir.workload import K, N, Workload
+from dcmlir.workload import K, Workload
 
 _NAMED_WITH_MAPS = ("linalg.matmul", "linalg.batch_matmul")
 
@@ -30,82 +31,24 @@ class KernelVariant:
     name: str
     op_attributes: Mapping[str, str] = field(default_factory=dict)  # name -> attribute text
     func_attributes: Mapping[str, str] = field(default_factory=dict)
-    packed: PackedTile | None = None  # a packed kernel (pack, mmt4d, unpack), not the op
+    encoded: EncodedForm | None = None  # the op on data-tiling encodings, not as it is
 
 
 @dataclass(frozen=True)
-class PackedTile:
-    """The tile of a packed kernel: activations ``m0 x k0``, weights ``n0 x k0``."""
+class EncodedForm:
+    """A kernel on IREE's data-tiling encodings (:mod:`dcmlir.codegen.packed`).
 
-    m0: int
-    n0: int
-    k0: int
-
-
-def weight_layout(workload: Workload) -> str:
-    """``kn`` or ``nk``: how a projection holds its weight (operand 1)."""
-    roles = [workload.dims[loop].role for loop in workload.operand_loops[1]]
-    if roles == [K, N]:
-        return "kn"
-    if roles == [N, K]:
-        return "nk"
-    raise ValueError(f"{workload.kind} ({workload.layout}) is not a projection with a weight")
-
-
-def packed_weight(workload: Workload, tile: PackedTile) -> PackedWeight:
-    return PackedWeight(weight_layout(workload), tile.n0, tile.k0)
-
-
-def _static_extent(workload: Workload, role: str) -> int:
-    (dim,) = workload.dims_of(role)
-    if dim.extent is None:
-        raise ValueError(f"{workload.kind}: the {role.upper()} loop must be static to be packed")
-    return dim.extent
-
-
-def packed_weight_type(workload: Workload, tile: PackedTile) -> str:
-    """``tensor<N1xK1xN0xK0xf32>``: the weight as every packed kernel of the workload reads it."""
-    shape = packed_weight(workload, tile).shape(
-        _static_extent(workload, K), _static_extent(workload, N)
-    )
-    return f"tensor<{'x'.join(map(str, shape))}x{workload.element_types[1]}>"
-
-
-def packed_function_text(workload: Workload, name: str, tile: PackedTile) -> str:
-    """``func.func @name(%a, %packed_b) -> %c``: pack ``%a``, ``linalg.mmt4d``, unpack.
-
-    The weight comes in packed (the worker packs it once per input set, as IREE packs a
-    model's constant weight once): a call times what a model pays per call.
+    ``m0``: M's iteration size in the encodings (IREE picks its tile from it; None:
+    ``?``, IREE's choice for a large M). ``constant_weight``: the weight is the module's
+    constant (:func:`dcmlir.layouts.fixed_weight`), encoded once outside the call, as in
+    a model; else both inputs are encoded in the call.
     """
-    k, n = _static_extent(workload, K), _static_extent(workload, N)
-    n1, k1 = packed_weight(workload, tile).outer(k, n)
-    m0, n0, k0 = tile.m0, tile.n0, tile.k0
-    t = workload.element_types[2]
-    a_type, c_type = workload.operand_type(0), workload.operand_type(2)
-    lhs = f"tensor<?x{k1}x{m0}x{k0}x{t}>"
-    acc = f"tensor<?x{n1}x{m0}x{n0}x{t}>"
-    return "\n".join(
-        [
-            f"func.func @{name}(%a: {a_type}, %b: {packed_weight_type(workload, tile)}) "
-            f"-> {c_type} {{",
-            "  %c0 = arith.constant 0 : index",
-            f"  %zero = arith.constant 0.0 : {t}",
-            f"  %m = tensor.dim %a, %c0 : {a_type}",
-            f"  %mo = affine.apply affine_map<()[s0] -> (s0 ceildiv {m0})>()[%m]",
-            f"  %le = tensor.empty(%mo) : {lhs}",
-            f"  %l = linalg.pack %a padding_value(%zero : {t}) inner_dims_pos = [0, 1] "
-            f"inner_tiles = [{m0}, {k0}] into %le : {a_type} -> {lhs}",
-            f"  %ae = tensor.empty(%mo) : {acc}",
-            f"  %acc = linalg.fill ins(%zero : {t}) outs(%ae : {acc}) -> {acc}",
-            f"  %r = linalg.mmt4d ins(%l, %b : {lhs}, {packed_weight_type(workload, tile)}) "
-            f"outs(%acc : {acc}) -> {acc}",
-            f"  %oe = tensor.empty(%m) : {c_type}",
-            f"  %o = linalg.unpack %r inner_dims_pos = [0, 1] inner_tiles = [{m0}, {n0}] "
-            f"into %oe : {acc} -> {c_type}",
-            f"  return %o : {c_type}",
-            "}",
-        ]
-    )
+
+    m0: int | None
+    constant_weight: bool
+
+
+WEIGHT_GLOBAL = "dcmlir_weight"
 
 
 def _affine_maps(workload: Workload) -> list[str]:
@@ -159,8 +102,9 @@ def _output_dim_sources(workload: Workload) -> list[tuple[int, int]]:
     return sources
 
 
-def kernel_function_text(workload: Workload, name: str) -> str:
-    """``func.func @name(%a, %b) -> %c``: zero-fill the output, run the op once."""
+def kernel_function_text(workload: Workload, name: str, weight: str = "%b") -> str:
+    """``func.func @name(%a, %b) -> %c``: zero-fill the output, run the op once (on
+    ``weight`` as operand 1: ``%w`` is the module's constant weight)."""
     a_type, b_type, c_type = (workload.operand_type(i) for i in range(3))
     lines = [f"func.func @{name}(%a: {a_type}, %b: {b_type}) -> {c_type} {{"]
     sizes = []
@@ -170,12 +114,14 @@ def kernel_function_text(workload: Workload, name: str) -> str:
         lines.append(f"  %n{index} = tensor.dim {value}, %i{index} : {value_type}")
         sizes.append(f"%n{index}")
     zero = "0.0" if workload.element_types[2].startswith(("f", "bf")) else "0"
+    if weight != "%b":
+        lines.append(f"  {weight} = util.global.load @{WEIGHT_GLOBAL} : {b_type}")
     lines += [
         f"  %zero = arith.constant {zero} : {workload.element_types[2]}",
         f"  %empty = tensor.empty({', '.join(sizes)}) : {c_type}",
         f"  %init = linalg.fill ins(%zero : {workload.element_types[2]}) "
         f"outs(%empty : {c_type}) -> {c_type}",
-        f"  %r = {op_text(workload, '%a', '%b', '%init')}",
+        f"  %r = {op_text(workload, '%a', weight, '%init')}",
         f"  return %r : {c_type}",
         "}",
     ]
@@ -193,24 +139,54 @@ def kernel_module_text(
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(f"variant names must be distinct: {names}")
+    constant = any(v.encoded is not None and v.encoded.constant_weight for v in variants)
     body = "\n".join(
-        packed_function_text(workload, v.name, v.packed)
-        if v.packed is not None
-        else kernel_function_text(workload, v.name)
+        kernel_function_text(
+            workload,
+            v.name,
+            "%w" if v.encoded is not None and v.encoded.constant_weight else "%b",
+        )
         for v in variants
     )
+    if constant:
+        body = f"{weight_global(workload)}\n{body}"
     header = f"module attributes {{{module_attributes}}} {{" if module_attributes else "module {"
+    resources = weight_resource(workload) if constant else ""
     with ir.Context():
-        module = parse_module(f"{header}\n{body}\n}}")
+        module = parse_module(f"{header}\n{body}\n}}{resources}")
         functions = {op.sym_name.value: op for op in module.body.operations}
         for variant in variants:
             func = functions[variant.name]
-            if variant.packed is not None:
+            if variant.encoded is not None:
+                form = variant.encoded
+                data_tile(_contraction_of(func), workload, form.m0, form.constant_weight)
                 continue
             op = _contraction_of(func)
             _attach(op, variant.op_attributes, variant.name)
             _attach(func.operation, variant.func_attributes, variant.name)
         return str(module)
+
+
+def weight_global(workload: Workload) -> str:
+    """The module's constant weight (see :class:`EncodedForm`), a ``dense_resource``."""
+    return (
+        f"util.global private @{WEIGHT_GLOBAL} = dense_resource<{WEIGHT_GLOBAL}> : "
+        f"{workload.operand_type(1)}"
+    )
+
+
+def weight_resource(workload: Workload) -> str:
+    """The resource trailer holding :func:`dcmlir.layouts.fixed_weight`'s bytes."""
+    shape = tuple(e for e in workload.operand_shape(1) if e is not None)
+    if len(shape) != len(workload.operand_shape(1)):
+        raise ValueError(f"{workload.kind}: a constant weight needs a static shape")
+    dtype = np.dtype(NUMPY_TYPES[workload.element_types[1]]).name
+    weight = fixed_weight(shape, dtype, weight_seed(workload.key))
+    blob = "0x" + (4).to_bytes(4, "little").hex() + weight.tobytes().hex()
+    return (
+        f'\n{{-#\n  dialect_resources: {{\n    builtin: {{\n      {WEIGHT_GLOBAL}: "{blob}"'
+        "\n    }\n  }\n#-}\n"
+    )
 
 
 def _contraction_of(func: ir.OpView) -> ir.Operation:

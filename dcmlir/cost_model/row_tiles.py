@@ -77,14 +77,14 @@ def tile_grid_estimate(
     is one (the count, not the rows, sets the time), else the line corrected by the
     residuals of the nearest measured tile counts on either side (the line is not
     exact: one tile costs a little more than the line says, measured on the records)."""
-    line = fit_tile_grid(tile, points)
-    if line is None:
-        return None
     by_count: dict[int, list[float]] = {}
     for value, seconds in points:
         if math.isfinite(seconds) and seconds > 0:
             by_count.setdefault(tiles(value, tile), []).append(seconds)
     measured = {count: sum(v) / len(v) for count, v in by_count.items()}
+    line = fit_tile_grid(tile, points)
+    if line is None:
+        return None
     residual = {
         count: math.log(t / max(line.fixed + line.per_tile * count, 1e-12))
         for count, t in measured.items()

@@ -17,7 +17,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dcmlir.space import Candidate, CpuCandidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import (
+    Candidate,
+    CpuCandidate,
+    DataTiledCandidate,
+    DefaultCandidate,
+    PackedCandidate,
+)
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
 
@@ -73,7 +79,7 @@ def pad_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...] | Non
     parallel loops (a block is DietCode's micro-kernel) and the reduction tile
     on K; not yet checked against GPU records.
     """
-    if isinstance(candidate, DefaultCandidate):
+    if isinstance(candidate, DefaultCandidate | DataTiledCandidate):
         return None
     levels = candidate.levels(workload)
     parallel = (

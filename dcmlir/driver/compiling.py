@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from dcmlir.build.compiler import BuildError, build
+from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver.loading import (
     GLOBAL_OPT,
@@ -31,6 +32,7 @@ from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
+from dcmlir.space import DataTiledCandidate, PackedCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
 
@@ -101,6 +103,8 @@ def compile(
         mlir = str(module)
     if emit_mlir is not None:
         _write(emit_mlir, mlir, "--emit-mlir")
+    if dispatched and _runs_packed_kernels(loaded):
+        flags += ENCODED_KERNEL_FLAGS
     try:
         built = build(mlir, loaded.target, flags, source_name=source)
     except BuildError as err:
@@ -108,6 +112,15 @@ def compile(
     if output is not None:
         _write(output, built.vmfb, "-o")
     return CompileResult(built.vmfb, mlir, dispatched)
+
+
+def _runs_packed_kernels(plan: Plan) -> bool:
+    """Whether a branch of the dispatch runs a packed kernel (IREE's encodings)."""
+    return any(
+        isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
+        for workload in plan.workloads
+        for kernel in workload.kernels
+    )
 
 
 def _write(path: str | Path, data: bytes | str, option: str) -> None:

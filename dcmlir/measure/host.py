@@ -33,12 +33,6 @@ from threadpoolctl import threadpool_limits
 
 from dcmlir.reference import MatmulForm
 
-try:  # the bench extra: the onnxruntime peer only
-    import onnxruntime
-    from onnx import helper, numpy_helper
-except ImportError:  # pragma: no cover - reported as "not installed" where it is asked for
-    onnxruntime = None  # type: ignore[assignment]
-
 HOST_LIBRARIES = ("numpy", "torch", "onnxruntime")
 ONNX_OPSET, ONNX_IR_VERSION = 17, 8  # what onnxruntime 1.17 and later all load
 
@@ -132,8 +126,14 @@ class OnnxContraction:
     """
 
     def __init__(self, spec: str, threads: int, weight: np.ndarray | None = None) -> None:
-        if onnxruntime is None:
-            raise ImportError("onnxruntime is not installed (pip install 'dcmlir[bench]')")
+        try:  # only here: importing onnxruntime writes $TMPDIR/.ses (its session id)
+            import onnxruntime
+            from onnx import helper, numpy_helper
+        except ImportError:
+            raise ImportError(
+                "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+            ) from None
+        self._ort, self._helper, self._numpy_helper = onnxruntime, helper, numpy_helper
         self.spec, self.threads, self.weight = spec, threads, weight
         self.form = MatmulForm.parse(spec)
         self._session: Any = None
@@ -142,46 +142,48 @@ class OnnxContraction:
         """``c = out_perm(MatMul(a_perm(a), b_perm(b)))``; ``b`` an initializer given a weight."""
         inputs, _, out = self.spec.partition("->")
         a_axes, _, b_axes = inputs.partition(",")
-        element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-        values = [helper.make_tensor_value_info("a", element, list(a_axes))]
+        element = self._helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        values = [self._helper.make_tensor_value_info("a", element, list(a_axes))]
         initializers = []
         if self.weight is None:
-            values.append(helper.make_tensor_value_info("b", element, list(b_axes)))
+            values.append(self._helper.make_tensor_value_info("b", element, list(b_axes)))
         else:
-            initializers.append(numpy_helper.from_array(self.weight.astype(dtype), "b"))
+            initializers.append(self._numpy_helper.from_array(self.weight.astype(dtype), "b"))
         nodes: list[Any] = []
 
         def permuted(name: str, perm: tuple[int, ...], result: str) -> str:
             if perm == tuple(range(len(perm))):
                 return name
-            nodes.append(helper.make_node("Transpose", [name], [result], perm=list(perm)))
+            nodes.append(self._helper.make_node("Transpose", [name], [result], perm=list(perm)))
             return result
 
         a = permuted("a", self.form.a_axes, "a_mm")
         b = permuted("b", self.form.b_axes, "b_mm")
         last = self.form.out_axes == tuple(range(len(self.form.out_axes)))
-        nodes.append(helper.make_node("MatMul", [a, b], ["c" if last else "c_mm"]))
+        nodes.append(self._helper.make_node("MatMul", [a, b], ["c" if last else "c_mm"]))
         permuted("c_mm", self.form.out_axes, "c")
-        graph = helper.make_graph(
+        graph = self._helper.make_graph(
             nodes,
             "dcmlir_contraction",
             values,
-            [helper.make_tensor_value_info("c", element, list(out))],
+            [self._helper.make_tensor_value_info("c", element, list(out))],
             initializers,
         )
-        made = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)])
+        made = self._helper.make_model(
+            graph, opset_imports=[self._helper.make_opsetid("", ONNX_OPSET)]
+        )
         made.ir_version = ONNX_IR_VERSION
         return bytes(made.SerializeToString())
 
     def _session_for(self, dtype: np.dtype[Any]) -> Any:
         if self._session is None:
-            options = onnxruntime.SessionOptions()
+            options = self._ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
-            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.execution_mode = self._ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             try:
-                self._session = onnxruntime.InferenceSession(
+                self._session = self._ort.InferenceSession(
                     self.model(dtype), options, providers=["CPUExecutionProvider"]
                 )
             except Exception as err:  # onnxruntime's own exception types: one ValueError
@@ -195,7 +197,7 @@ class OnnxContraction:
         binding = session.io_binding()
         values = []
         for name, array in zip(names, inputs, strict=False):
-            values.append(onnxruntime.OrtValue.ortvalue_from_numpy(np.array(array, copy=True)))
+            values.append(self._ort.OrtValue.ortvalue_from_numpy(np.array(array, copy=True)))
             binding.bind_ortvalue_input(name, values[-1])
         binding.bind_output("c")
         return session, binding, values

@@ -24,15 +24,13 @@ from typing import IO, ClassVar
 from dcmlir.build.batch import Builder, BuiltVariant, Route
 from dcmlir.build.compiler import remove_stale_scratch, scratch_directory
 from dcmlir.build.routes import ConfigRoute
-from dcmlir.codegen.kernel import PackedTile, packed_weight
 from dcmlir.ir.iree import cuda_device_available
-from dcmlir.layouts import PackedWeight
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.variants import ModuleFunction
 from dcmlir.progress import Progress
 from dcmlir.records import Record, RecordDatabase, failure_of
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import Candidate, DefaultCandidate, packing_problem
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
 
@@ -347,12 +345,6 @@ class Measurer:
                     self._build_failures[result.candidate.key()] = record
         return {c.key(): self._built[c.key()] for c in candidates}
 
-    def _packed_weight(self, candidate: Candidate) -> PackedWeight | None:
-        """How a packed kernel reads its weight (the worker packs it); None for the others."""
-        if not isinstance(candidate, PackedCandidate):
-            return None
-        return packed_weight(self.workload, PackedTile(candidate.m0, candidate.n0, candidate.k0))
-
     def _measure_shape(
         self,
         runner: Runner,
@@ -374,15 +366,13 @@ class Measurer:
         if built[baseline].ok and len(members) >= BASELINE_MIN_GROUP:
             members.setdefault(baseline, built[baseline].candidate)
         variants = [
-            ModuleFunction(
-                key,
-                built[key].vmfb_path or "",
-                built[key].function,
-                weight=self._packed_weight(members[key]),
-            )
-            for key in members
+            ModuleFunction(key, built[key].vmfb_path or "", built[key].function) for key in members
         ]
-        problem = ShapeProblem.of(self.workload, dims)
+        # a packed kernel's module holds the weight (a model's is a constant, packed once):
+        # every variant of the workload then reads that same weight
+        problem = ShapeProblem.of(
+            self.workload, dims, fixed_weight=packing_problem(self.workload) is None
+        )
         label = "x".join(str(v) for v in shape)
         progress = Progress(
             len(variants) * self.runner_settings.measure.rounds, f"measure {label}", self.stream

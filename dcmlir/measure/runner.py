@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dcmlir.codegen.kernel import check_tolerance, input_dtypes, input_shapes
+from dcmlir.layouts import weight_seed
 from dcmlir.measure.timing import (
     Inputs,
     MeasureSettings,
@@ -72,6 +73,9 @@ class ShapeProblem:
     einsum: str | None = None
     rtol: float | None = None  # the check's tolerance; None: the settings' (f32's)
     reference: Callable[[Inputs], Sequence[np.ndarray]] | None = None
+    # (input, seed): an input that is the same array in every set (a weight, as in a
+    # model: :func:`dcmlir.layouts.fixed_weight`); kernel modules may hold it as a constant
+    fixed: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         shapes = tuple(tuple(int(d) for d in shape) for shape in self.input_shapes)
@@ -83,13 +87,18 @@ class ShapeProblem:
             raise ValueError("a ShapeProblem needs one dtype per input")
 
     @classmethod
-    def of(cls, workload: Workload, dims: Mapping[int, int]) -> ShapeProblem:
-        """The problem of one shape (``{loop: value}``) of a workload, with its tolerance."""
+    def of(
+        cls, workload: Workload, dims: Mapping[int, int], *, fixed_weight: bool = False
+    ) -> ShapeProblem:
+        """The problem of one shape (``{loop: value}``) of a workload, with its tolerance;
+        ``fixed_weight``: input 1 is the workload's fixed weight in every set."""
+        fixed = ((1, weight_seed(workload.key)),) if fixed_weight else ()
         return cls(
             tuple(input_shapes(workload, dims)),
             tuple(np.dtype(t).name for t in input_dtypes(workload)),
             workload.einsum(),
             check_tolerance(workload),
+            fixed=fixed,
         )
 
     @property
@@ -281,6 +290,7 @@ class Runner:
                 problem.einsum,
                 measure.input_sets,
                 measure.seed,
+                problem.fixed,
             )
         if problem not in self._arrays:
             self._arrays[problem] = problem.arrays(measure.input_sets, measure.seed)

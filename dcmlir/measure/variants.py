@@ -24,7 +24,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from dcmlir.ir.iree import ParameterFile, load_functions
-from dcmlir.layouts import PackedWeight
 from dcmlir.measure.host import HostFunction, device_threads
 
 __all__ = [
@@ -50,21 +49,16 @@ class Callee(Protocol):
 
 @dataclass(frozen=True)
 class ModuleFunction:
-    """``function`` of the compiled module file ``vmfb_path``; ``parameters``: its weights.
-
-    ``weight``: the function reads input 1 packed this way (a packed kernel); the
-    worker packs it once per input set, outside the timed calls.
-    """
+    """``function`` of the compiled module file ``vmfb_path``; ``parameters``: its weights."""
 
     name: str
     vmfb_path: str
     function: str
     parameters: ParameterFile | None = None
-    weight: PackedWeight | None = None
 
     @property
     def key(self) -> Hashable:
-        return ("module", self.vmfb_path, self.parameters, self.function, self.weight)
+        return ("module", self.vmfb_path, self.parameters, self.function)
 
     @property
     def group(self) -> Hashable:
@@ -113,23 +107,6 @@ class HostModel:
 Variant = ModuleFunction | HostLibrary | HostModel
 
 
-class PackedInputs:
-    """A packed kernel: input 1 (the weight) packed when the inputs are prepared."""
-
-    def __init__(self, callee: Callee, weight: PackedWeight) -> None:
-        self.callee = callee
-        self.weight = weight
-
-    def prepare(self, inputs: Sequence[np.ndarray]) -> Any:
-        return self.callee.prepare([inputs[0], self.weight.pack(inputs[1]), *inputs[2:]])
-
-    def invoke(self, prepared: Any) -> Any:
-        return self.callee.invoke(prepared)
-
-    def to_host(self, result: Any) -> list[np.ndarray]:
-        return self.callee.to_host(result)
-
-
 def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee], dict[int, str]]:
     """Load variants of one ``group`` on ``driver``: (callees, errors), by position in ``group``.
 
@@ -141,16 +118,13 @@ def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee]
     if isinstance(first, ModuleFunction):
         with open(first.vmfb_path, "rb") as file:
             vmfb = file.read()
-        functions = [v for v in group if isinstance(v, ModuleFunction)]
-        names = [v.function for v in functions]
+        names = [v.function for v in group if isinstance(v, ModuleFunction)]
         loaded, failed = load_functions(vmfb, names, driver, parameters=first.parameters)
-        for index, variant in enumerate(functions):
-            if variant.function not in loaded:
-                errors[index] = failed[variant.function]
-            elif variant.weight is not None:
-                found[index] = PackedInputs(loaded[variant.function], variant.weight)
+        for index, name in enumerate(names):
+            if name in loaded:
+                found[index] = loaded[name]
             else:
-                found[index] = loaded[variant.function]
+                errors[index] = failed[name]
         return found, errors
     for index, variant in enumerate(group):
         try:

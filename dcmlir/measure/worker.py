@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from dcmlir.layouts import fixed_weight
 from dcmlir.measure.timing import Timer, check_outputs, random_inputs
 from dcmlir.measure.variants import Callee, load_group
 from dcmlir.reference import contract
@@ -82,12 +83,16 @@ def serve(driver: str) -> None:
             callees.update((keys[index], callee) for index, callee in loaded.items())
             return {keys[index]: error for index, error in failed.items()}
         if command == "inputs":
-            _, shapes, dtypes, spec, sets, seed = request
+            _, shapes, dtypes, spec, sets, seed, fixed = request
             prepared.clear()
             inputs = [
                 [array.astype(dtype) for array, dtype in zip(arrays, dtypes, strict=True)]
                 for arrays in random_inputs(shapes, sets=sets, seed=seed)
             ]
+            for index, weight_seed in fixed:  # the same weight in every set, as in a model
+                weight = fixed_weight(tuple(shapes[index]), dtypes[index], weight_seed)
+                for arrays in inputs:
+                    arrays[index] = weight
             expected = [
                 [contract(spec, *(a.astype(np.float64) for a in arrays))] for arrays in inputs
             ]

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, PackedCandidate
+from dcmlir.space import Candidate, DataTiledCandidate, PackedCandidate
 
 __all__ = ["SelectionSettings", "kernel_families", "select_kernels"]
 
@@ -32,8 +32,18 @@ class SelectionSettings(Protocol):
 
 
 def kernel_families(candidates: Sequence[Candidate]) -> list[list[int]]:
-    """Column groups one workload's kernels all come from: packed, and the rest."""
-    packed = [i for i, c in enumerate(candidates) if isinstance(c, PackedCandidate)]
+    """Column groups one workload's kernels all come from: the kernels that read the
+    weight packed (the packed family, with IREE's data tiling when it is offered beside
+    it), and the rest."""
+    packed = [
+        i
+        for i, c in enumerate(candidates)
+        if isinstance(c, PackedCandidate)
+        or (
+            isinstance(c, DataTiledCandidate)
+            and any(isinstance(d, PackedCandidate) for d in candidates)
+        )
+    ]
     rest = [i for i in range(len(candidates)) if i not in set(packed)]
     return [columns for columns in (rest, packed) if columns]
 

@@ -34,13 +34,13 @@ import numpy as np
 
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.cost_model import pad
-from dcmlir.cost_model.row_tiles import tile_grid_estimate, two_points
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
+from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.selection import kernel_families, select_kernels
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
 UNSEEN_REMAINDER = 2.0
@@ -240,7 +240,8 @@ class ShapeGenericSearch:
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
-        self._tile_grid_estimates(estimate)
+        rows = PackedRows(self.workload, self.candidates)
+        rows.estimate(estimate, self.shapes, self.keys, self.measured)
         for (key, shape), seconds in self.measured.items():
             if key in column_of and shape in self.shape_index:
                 estimate[self.shape_index[shape], column_of[key]] = seconds
@@ -248,24 +249,6 @@ class ShapeGenericSearch:
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
-
-    def _tile_grid_estimates(self, estimate: np.ndarray) -> None:
-        """Packed kernels: the line ``a + b * ceil(M / M0)`` through their own measurements
-        (:mod:`dcmlir.cost_model.row_tiles`) replaces the generic model's estimate."""
-        for column, candidate in enumerate(self.candidates):
-            if (
-                not isinstance(candidate, PackedCandidate)
-                or not np.isfinite(estimate[:, column]).any()
-            ):
-                continue
-            points = [
-                (shape[0], seconds)
-                for (key, shape), seconds in self.measured.items()
-                if key == self.keys[column]
-            ]
-            found = tile_grid_estimate(candidate.m0, points, [shape[0] for shape in self.shapes])
-            if found is not None:
-                estimate[:, column] = found
 
     def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:
         """What this candidate's measurements say beyond the shape correction, per shape.
@@ -412,30 +395,33 @@ class ShapeGenericSearch:
         )
 
     def _cherry_picks(self) -> list[tuple[Candidate, Shape]]:
-        """Each candidate on its cherry-picked shape; with a small budget, a spread subset."""
+        """Each candidate on its cherry-picked shape (a packed kernel on two: one tile and
+        the most tiles, which fix its line); with a small budget, a spread subset, IREE's
+        default and the packed kernels first. Never more pairs than the budget."""
         allowed = max(1, self.settings.budget // 2)
         candidates = self.candidates
+        always = [
+            c
+            for c in candidates
+            if isinstance(c, DefaultCandidate | PackedCandidate | DataTiledCandidate)
+        ]
         if len(candidates) > allowed:
-            # IREE's default and the (few) packed kernels always; the rest spread evenly
-            always = [c for c in candidates if isinstance(c, DefaultCandidate | PackedCandidate)]
             rest = [c for c in candidates if c not in always]
             room = max(allowed - len(always), 0)
             step = len(rest) / max(room, 1)
             candidates = always + [rest[int(i * step)] for i in range(room)]
+        rows = PackedRows(self.workload, self.candidates)
+        packed = sum(rows.tile(c) is not None for c in candidates)
+        two = len(candidates) + packed <= self.settings.budget  # room for both points
         picks: list[tuple[Candidate, Shape]] = []
         for candidate in candidates:
-            if isinstance(candidate, PackedCandidate):
-                picks += [(candidate, shape) for shape in self._tile_grid_picks(candidate)]
+            if rows.tile(candidate) is not None:
+                shapes = rows.picks(candidate, self.shapes)
+                picks += [(candidate, shape) for shape in (shapes if two else shapes[:1])]
             else:
                 shape = tuple(self._cherry_pick(self.workload, candidate, self.shapes))
                 picks.append((candidate, shape))
-        return picks
-
-    def _tile_grid_picks(self, candidate: PackedCandidate) -> list[Shape]:
-        """One tile and the most tiles in range: two points fix a packed kernel's line."""
-        rows = sorted(shape[0] for shape in self.shapes)
-        wanted = two_points(candidate.m0, rows[0], rows[-1])
-        return sorted({(min(rows, key=lambda r: (abs(r - w), r)),) for w in wanted})
+        return picks[: self.settings.budget]
 
 
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:

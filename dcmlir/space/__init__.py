@@ -25,14 +25,23 @@ from dcmlir.space.kinds import (
     space_for,
     workload_space,
 )
-from dcmlir.space.packed import PackedCandidate, packed_space, packing_problem
+from dcmlir.space.packed import (
+    PACKED_M0,
+    DataTiledCandidate,
+    PackedCandidate,
+    data_tiling_problem,
+    packed_space,
+    packing_problem,
+)
 
 __all__ = [
     "CPU_REFERENCE_DEPTH",
+    "PACKED_M0",
     "Candidate",
     "CandidateError",
     "CpuCandidate",
     "CudaCandidate",
+    "DataTiledCandidate",
     "DefaultCandidate",
     "PackedCandidate",
     "TileLevels",
@@ -41,6 +50,7 @@ __all__ = [
     "codegen_order",
     "cpu_space",
     "cuda_space",
+    "data_tiling_problem",
     "packed_space",
     "packing_problem",
     "per_loop",

@@ -14,7 +14,13 @@ from typing import Any
 from dcmlir.space.candidate import DefaultCandidate
 from dcmlir.space.cpu import CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
-from dcmlir.space.packed import PackedCandidate, packed_space, packing_problem
+from dcmlir.space.packed import (
+    DataTiledCandidate,
+    PackedCandidate,
+    data_tiling_problem,
+    packed_space,
+    packing_problem,
+)
 from dcmlir.target import CpuTarget, CudaTarget, Target
 from dcmlir.workload import Workload
 
@@ -27,7 +33,7 @@ __all__ = [
     "workload_space",
 ]
 
-Candidate = DefaultCandidate | CpuCandidate | CudaCandidate | PackedCandidate
+Candidate = DefaultCandidate | CpuCandidate | CudaCandidate | PackedCandidate | DataTiledCandidate
 
 
 def space_for(target: Target) -> list[Candidate]:
@@ -41,10 +47,16 @@ def space_for(target: Target) -> list[Candidate]:
 
 def workload_space(target: Target, workload: Workload) -> list[Candidate]:
     """The candidates for one workload: the target's space, then the packed family where
-    the workload is a projection with a constant weight (:func:`packing_problem`)."""
+    the workload is a projection with a constant weight (:func:`packing_problem`; IREE's
+    own data tiling is its widest member), else IREE's data tiling where it applies
+    (:func:`data_tiling_problem`)."""
     space = space_for(target)
-    if isinstance(target, CpuTarget) and packing_problem(workload) is None:
-        space += packed_space(target)
+    if not isinstance(target, CpuTarget):
+        return space
+    if packing_problem(workload) is None:
+        space += [*packed_space(target), DataTiledCandidate()]
+    elif data_tiling_problem(workload) is None:
+        space.append(DataTiledCandidate())
     return space
 
 
@@ -63,6 +75,8 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         return DefaultCandidate()
     if kind == CpuCandidate.kind:
         return _from_json_fields(CpuCandidate, obj)
+    if kind == DataTiledCandidate.kind:
+        return DataTiledCandidate()
     if kind == PackedCandidate.kind:
         return _from_json_fields(PackedCandidate, obj)
     if kind == CudaCandidate.kind:
@@ -82,6 +96,8 @@ def candidate_from_key(key: str) -> Candidate:
     """The inverse of ``key()``: lets a user name a candidate on a command line."""
     if key == "default":
         return DefaultCandidate()
+    if key == "datatiled":
+        return DataTiledCandidate()
     found = _CPU_KEY.match(key)
     if found:
         wm, wn, cm, cn, vm, vn, vk = found.groups()

@@ -23,7 +23,9 @@ from dcmlir.workload import BATCH, K, M, N, Workload
 __all__ = [
     "PACKED_LAYOUTS",
     "PACKED_M0",
+    "DataTiledCandidate",
     "PackedCandidate",
+    "data_tiling_problem",
     "packed_space",
     "packing_problem",
 ]
@@ -118,3 +120,53 @@ class PackedCandidate:
 def packed_space(target: CpuTarget) -> list[PackedCandidate]:
     """One packed kernel per M0 of :data:`PACKED_M0`, N0 the target's f32 lanes."""
     return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
+
+
+def data_tiling_problem(workload: Workload) -> str | None:
+    """Why IREE's data tiling is not a candidate of ``workload``, or None when it is.
+
+    Any f32 contraction: where both inputs change per call (attention's batch matmuls)
+    packing them is part of every call; a constant weight is packed once, outside it,
+    and this kernel is then the widest of the packed family.
+    """
+    if set(workload.element_types) != {"f32"}:
+        return f"element types {','.join(workload.element_types)}: only f32 is data-tiled"
+    return None
+
+
+@dataclass(frozen=True)
+class DataTiledCandidate:
+    """IREE's own data tiling of this one op (``--iree-opt-data-tiling``'s encodings, its
+    tile for a large M), chosen per shape like any kernel: operands packed in the
+    dispatch, ``mmt4d`` (batch ``mmt4d``) ukernels, unpacked."""
+
+    kind: ClassVar[str] = "datatiled"
+
+    def key(self) -> str:
+        return "datatiled"
+
+    def problems(self, target: Target | None = None) -> list[str]:
+        if target is None or isinstance(target, CpuTarget):
+            return []
+        return [f"data-tiled kernels are built for llvm-cpu only, not {target.backend}"]
+
+    def validate(self, target: Target | None = None) -> None:
+        found = self.problems(target)
+        if found:
+            raise ValueError(f"{self.key()}: {'; '.join(found)}")
+
+    def levels(self, workload: Workload) -> None:
+        """IREE chooses the tiles."""
+        return None
+
+    def compilation_info(self, workload: Workload) -> None:
+        return None
+
+    def op_attributes(self, workload: Workload) -> str:
+        return ""
+
+    def features(self, target: Target | None = None) -> dict[str, float]:
+        return {"is_default": 0.0, "is_data_tiled": 1.0}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind}

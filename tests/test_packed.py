@@ -1,0 +1,219 @@
+"""The packed (data-tiled) family: candidates, the weight layout, the tile-grid model,
+selection by family, and a real tune + compile of a constant-weight projection."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dcmlir
+from dcmlir.cost_model.row_tiles import fit_tile_grid, tile_grid_estimate, two_points
+from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.ir.diagnostics import DiagnosticEngine
+from dcmlir.ir.iree import load_function
+from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.ir.pass_base import PassContext
+from dcmlir.layouts import fixed_weight, weight_seed
+from dcmlir.passes.emit_dispatch import emit_dispatch
+from dcmlir.search.selection import kernel_families, select_kernels
+from dcmlir.search.shape_generic import SearchSettings
+from dcmlir.space import (
+    DefaultCandidate,
+    PackedCandidate,
+    candidate_from_json,
+    candidate_from_key,
+    packing_problem,
+    workload_space,
+)
+from dcmlir.target import CpuTarget
+from dcmlir.workload import Workload, workloads
+
+RNG = np.random.default_rng(3)
+WEIGHT = (RNG.standard_normal((48, 64)) * 0.1).astype(np.float32)  # N x K: x @ W^T
+
+
+def constant_projection(layout: str = "nk") -> str:
+    """``?x64 -> ?x48`` with a constant weight (``N x K`` or ``K x N``) and a bias consumer."""
+    weight = WEIGHT if layout == "nk" else np.ascontiguousarray(WEIGHT.T)
+    shape = "x".join(map(str, weight.shape))
+    rhs = "(d1, d2)" if layout == "nk" else "(d2, d1)"
+    return f"""
+util.global private @w = dense_resource<weight> : tensor<{shape}xf32>
+func.func @main(%x: tensor<?x64xf32>) -> tensor<?x48xf32> {{
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %w = util.global.load @w : tensor<{shape}xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+      affine_map<(d0, d1, d2) -> {rhs}>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<{shape}xf32>) outs(%init : tensor<?x48xf32>)
+      -> tensor<?x48xf32>
+  return %r : tensor<?x48xf32>
+}}
+{{-#
+  dialect_resources: {{ builtin: {{ weight: "0x04000000{weight.tobytes().hex()}" }} }}
+#-}}
+"""
+
+
+def workload_of(text: str) -> Workload:
+    with ir.Context():
+        module = parse_module(text)
+        ((_, found),) = list(workloads(module.operation))
+    assert isinstance(found, Workload)
+    return found
+
+
+ARGUMENT_WEIGHT = """
+func.func @main(%x: tensor<?x64xf32>, %w: tensor<64x48xf32>, %i: tensor<?x48xf32>) -> tensor<?x48xf32> {
+  %r = linalg.matmul ins(%x, %w : tensor<?x64xf32>, tensor<64x48xf32>) outs(%i : tensor<?x48xf32>) -> tensor<?x48xf32>
+  return %r : tensor<?x48xf32>
+}
+"""
+
+
+# --- candidates and the space ------------------------------------------------------------
+
+
+def test_packed_candidate_round_trips_and_checks_the_target_lanes() -> None:
+    candidate = PackedCandidate(4, 16)
+    assert candidate.key() == "packed:m4n16k1"
+    assert candidate_from_key("packed:m4n16k1") == candidate
+    assert candidate_from_json(candidate.to_json()) == candidate
+    assert PackedCandidate(4, 16).problems(CpuTarget(vector_bits=512)) == []
+    assert "8 f32 lanes" in PackedCandidate(4, 16).problems(CpuTarget(vector_bits=256))[0]
+    with pytest.raises(ValueError, match="m0=0 must be a positive integer"):
+        PackedCandidate(0, 16)
+
+
+def test_only_projections_with_a_constant_weight_get_the_packed_family() -> None:
+    target = CpuTarget(vector_bits=512)
+    constant = workload_of(constant_projection())
+    assert constant.constant_operands == (1,)
+    packed = [c for c in workload_space(target, constant) if isinstance(c, PackedCandidate)]
+    assert [c.m0 for c in packed] == [1, 2, 4, 8, 16] and {c.n0 for c in packed} == {16}
+    argument = workload_of(ARGUMENT_WEIGHT)
+    assert "not a constant" in (packing_problem(argument) or "")
+    assert not any(isinstance(c, PackedCandidate) for c in workload_space(target, argument))
+
+
+def test_fixed_weight_is_the_same_array_everywhere_and_never_a_splat() -> None:
+    one = fixed_weight((64, 48), "float32", weight_seed("0123abcd" + "0" * 8))
+    two = fixed_weight((64, 48), "float32", weight_seed("0123abcd" + "f" * 8))
+    assert np.array_equal(one, two) and one.dtype == np.float32
+    assert len(np.unique(one)) > 100 and np.abs(one).max() <= 1.0
+
+
+# --- the tile-grid model --------------------------------------------------------------------
+
+
+def test_tile_grid_line_is_flat_within_a_tile_and_steps_per_tile() -> None:
+    line = fit_tile_grid(8, [(8, 110.0), (128, 1400.0)])
+    assert line is not None
+    assert line.predict(1) == line.predict(8) == pytest.approx(110.0)
+    assert line.predict(9) == pytest.approx(110.0 + 86.0)
+    assert fit_tile_grid(8, [(3, 1.0), (8, 1.0)]) is None  # one tile count: no line
+    # a measured tile count answers for every M with that count; the rest follow the line
+    found = tile_grid_estimate(4, [(4, 100.0), (128, 3200.0), (6, 140.0)], [1, 5, 7, 9])
+    assert found is not None
+    assert found[0] == pytest.approx(100.0) and found[1] == found[2] == pytest.approx(140.0)
+    assert two_points(16, 1, 128) == [16, 128]
+    assert two_points(16, 1, 10) == [10]
+    assert two_points(1, 1, 128) == [1, 128]
+
+
+def test_selection_keeps_one_family_and_merges_near_ties() -> None:
+    candidates = [DefaultCandidate(), *(PackedCandidate(m0, 16) for m0 in (1, 4, 16))]
+    shapes = [(t,) for t in range(1, 33)]
+    # default: 10 us per row; packed: 20 us + one (5 + M0) us step per M0-row tile
+    table = np.array(
+        [
+            [10.0 * t] + [20.0 + math.ceil(t / m0) * (5.0 + m0) for m0 in (1, 4, 16)]
+            for (t,) in shapes
+        ]
+    )
+    assert kernel_families(candidates) == [[0], [1, 2, 3]]
+    used, choice = select_kernels(table, shapes, candidates, SearchSettings())
+    assert set(used) <= {1, 2, 3}  # the packed family is faster overall: no default mixed in
+    picked = {shape: candidates[used[k]].key() for shape, k in choice.items()}
+    assert picked[(1,)] == "packed:m1n16k1"
+    assert picked[(6,)] == "packed:m4n16k1"
+    assert picked[(32,)] == "packed:m16n16k1"
+    # two kernels 1% apart, the better one alternating with M: one takes every shape
+    pair = [PackedCandidate(4, 16), PackedCandidate(8, 16)]
+    wobble = np.array([[100.0, 101.0] if t % 2 else [101.0, 100.0] for (t,) in shapes])
+    used, choice = select_kernels(wobble, shapes, pair, SearchSettings())
+    assert len(set(choice.values())) == 1
+
+
+# --- emission ------------------------------------------------------------------------------
+
+
+def test_packed_plan_on_an_argument_weight_warns_that_it_packs_per_call() -> None:
+    workload = workload_of(ARGUMENT_WEIGHT)
+    shapes = [(m,) for m in range(1, 9)]
+    kernels = [PackedCandidate(4, 16)]
+    plan = Plan(
+        CpuTarget(vector_bits=512),
+        "arg.mlir",
+        (
+            WorkloadPlan.build(
+                workload,
+                kernels,
+                dict.fromkeys(shapes, 0),
+                {s: [1e-6] for s in shapes},
+                ranges={0: (1, 8)},
+            ),
+        ),
+    )
+    with ir.Context():
+        module = parse_module(ARGUMENT_WEIGHT)
+        engine = DiagnosticEngine("arg.mlir")
+        assert emit_dispatch(PassContext(engine, io.StringIO()), module.operation, plan) == 1
+        text = str(module)
+    assert any(
+        d.severity == "warning" and "pack it on every call" in d.message for d in engine.diagnostics
+    )
+    assert "iree_encoding.set_encoding" in text and "unset_encoding" in text
+
+
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_constant_projection_tunes_to_packed_kernels_and_compiles_right(
+    tmp_path: Path, layout: str
+) -> None:
+    source = tmp_path / "proj.mlir"
+    source.write_text(constant_projection(layout))
+    report = dcmlir.tune(
+        source,
+        dims=["1:24"],
+        budget=30,
+        db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
+        stream=io.StringIO(),
+        min_time=0.002,
+        rounds=2,
+    )
+    (item,) = report.workloads
+    measured = {key for key, _ in item.search.measured}
+    assert {f"packed:m{m0}n16k1" for m0 in (1, 2, 4, 8, 16)} <= measured  # all checked, timed
+    result = dcmlir.compile(
+        source,
+        plan=tmp_path / "plan.json",
+        output=tmp_path / "p.vmfb",
+        emit_mlir=tmp_path / "d.mlir",
+    )
+    assert result.dispatched == 1
+    function = load_function((tmp_path / "p.vmfb").read_bytes(), "main")
+    for m in (0, 1, 3, 8, 17, 24, 25, 40):  # 0, 25 and 40 are outside the tuned range
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        (out,) = function(x)
+        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
+        assert out.shape == (m, 48)
+        if m:
+            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
