@@ -273,9 +273,14 @@ def _rewrite(target: _Target) -> None:
             dim.index: tensor.DimOp(op.operands[dim.source.operand], _index(dim.source.dim)).result
             for dim in target.workload.dynamic_dims
         }
-        outside = _outside_range(target.plan, dims)
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
         packed = _Packed.of(target, dims)
+        if len(kernels) == 1 and target.fallback is not None and target.encoded[kernels[0]] is None:
+            # IREE's own data tiling inside the range and out of it: no cascade at all
+            chosen = _clone_group(target, *_kernel(target, kernels[0], packed))
+            _replace_group(target, last, chosen)
+            return
+        outside = _outside_range(target.plan, dims)
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
             fallback = target.fallback
@@ -297,11 +302,16 @@ def _rewrite(target: _Target) -> None:
             results = [
                 _tie_shape(value, init) for value, init in zip(results, _inits(last), strict=True)
             ]
+    _replace_group(target, last, results)
+
+
+def _replace_group(target: _Target, last: ir.Operation, results: Sequence[ir.Value]) -> None:
+    """Route the uses of the group's results to ``results`` and erase the group."""
     for old, new in zip(last.results, results, strict=True):
         old.replace_all_uses_with(new)
     for member, _ in reversed(target.consumers):
         member.erase()
-    op.erase()
+    target.op.erase()
 
 
 def _function_of(op: ir.Operation) -> str | None:
