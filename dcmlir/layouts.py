@@ -1,4 +1,4 @@
-"""The weight a kernel module holds as a constant, the same array in every process.
+"""The weight a module holds as a constant, the same array in every process.
 
 A model's weight is a constant: IREE packs it once (data tiling, the packed
 family of :mod:`dcmlir.space.packed`), outside the call. To time a packed kernel
@@ -11,9 +11,11 @@ the worker.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
-__all__ = ["fixed_weight", "weight_seed"]
+__all__ = ["fixed_weight", "resource_trailer", "weight_seed"]
 
 
 def weight_seed(key: str) -> int:
@@ -25,3 +27,13 @@ def fixed_weight(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     """Values in [-1, 1), never a splat: what every input set's weight is."""
     rng = np.random.default_rng(seed)
     return (rng.random(shape) * 2.0 - 1.0).astype(dtype)
+
+
+def resource_trailer(name: str, array: np.ndarray) -> str:
+    """The ``{-# dialect_resources #-}`` trailer holding ``array`` as the blob ``name``
+    (what a ``dense_resource<name>`` constant of a module reads): the alignment as a
+    little-endian u32, then the raw data, as MLIR writes it."""
+    data = np.ascontiguousarray(array)
+    alignment = max(4, data.dtype.itemsize)
+    blob = "0x" + struct.pack("<I", alignment).hex().upper() + data.tobytes().hex().upper()
+    return f'{{-# dialect_resources: {{ builtin: {{ {name}: "{blob}" }} }} #-}}'

@@ -13,7 +13,6 @@ the host peers get the same array, and the reference is computed with it.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from dcmlir.codegen.kernel import check_tolerance, input_dtypes, input_shapes
 from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.layouts import resource_trailer
 from dcmlir.measure.runner import ShapeProblem
 from dcmlir.measure.timing import random_inputs
 from dcmlir.reference import contract
@@ -104,17 +104,9 @@ def constant_weight_problem(
     )
 
 
-def _resource_hex(weight: np.ndarray) -> str:
-    """A ``dense_resource`` blob as MLIR writes it: alignment (u32, little-endian), raw data."""
-    data = np.ascontiguousarray(weight)
-    alignment = max(4, data.dtype.itemsize)
-    return "0x" + struct.pack("<I", alignment).hex().upper() + data.tobytes().hex().upper()
-
-
 def _resource_trailer(weight: np.ndarray) -> str:
     """The ``{-# dialect_resources #-}`` trailer that holds the global's blob."""
-    blob = _resource_hex(weight)
-    return f'{{-# dialect_resources: {{ builtin: {{ {GLOBAL}: "{blob}" }} }} #-}}'
+    return resource_trailer(GLOBAL, weight)
 
 
 def _wrapper(name: str, function_type: Any, weight_type: str) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from dcmlir.codegen.packed import data_tile
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.layouts import fixed_weight, weight_seed
+from dcmlir.layouts import fixed_weight, resource_trailer, weight_seed
 from dcmlir.reference import contract
 from dcmlir.workload import K, Workload
 
@@ -182,11 +182,7 @@ def weight_resource(workload: Workload) -> str:
         raise ValueError(f"{workload.kind}: a constant weight needs a static shape")
     dtype = np.dtype(NUMPY_TYPES[workload.element_types[1]]).name
     weight = fixed_weight(shape, dtype, weight_seed(workload.key))
-    blob = "0x" + (4).to_bytes(4, "little").hex() + weight.tobytes().hex()
-    return (
-        f'\n{{-#\n  dialect_resources: {{\n    builtin: {{\n      {WEIGHT_GLOBAL}: "{blob}"'
-        "\n    }\n  }\n#-}\n"
-    )
+    return "\n" + resource_trailer(WEIGHT_GLOBAL, weight) + "\n"
 
 
 def _contraction_of(func: ir.OpView) -> ir.Operation:
