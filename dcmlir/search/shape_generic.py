@@ -40,7 +40,7 @@ from dcmlir.records import Record
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.selection import kernel_families, select_kernels
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
 
 UNSEEN_REMAINDER = 2.0
@@ -395,33 +395,38 @@ class ShapeGenericSearch:
         )
 
     def _cherry_picks(self) -> list[tuple[Candidate, Shape]]:
-        """Each candidate on its cherry-picked shape (a packed kernel on two: one tile and
-        the most tiles, which fix its line); with a small budget, a spread subset, IREE's
-        default and the packed kernels first. Never more pairs than the budget."""
-        allowed = max(1, self.settings.budget // 2)
-        candidates = self.candidates
-        always = [
-            c
-            for c in candidates
-            if isinstance(c, DefaultCandidate | PackedCandidate | DataTiledCandidate)
-        ]
-        if len(candidates) > allowed:
-            rest = [c for c in candidates if c not in always]
-            room = max(allowed - len(always), 0)
-            step = len(rest) / max(room, 1)
-            candidates = always + [rest[int(i * step)] for i in range(room)]
+        """The first measurements, most telling first, never more than the budget:
+        IREE's default; IREE's data tiling at one tile and at the most tiles (its line:
+        the strongest IREE build, which every family is compared with); each packed
+        kernel at its bound; the other candidates on their cherry-picked shapes (a spread
+        subset when they are more than half the budget); last, the packed kernels' second
+        points (M = 1)."""
         rows = PackedRows(self.workload, self.candidates)
-        packed = sum(rows.tile(c) is not None for c in candidates)
-        two = len(candidates) + packed <= self.settings.budget  # room for both points
-        picks: list[tuple[Candidate, Shape]] = []
-        for candidate in candidates:
-            if rows.tile(candidate) is not None:
-                shapes = rows.picks(candidate, self.shapes)
-                picks += [(candidate, shape) for shape in (shapes if two else shapes[:1])]
-            else:
-                shape = tuple(self._cherry_pick(self.workload, candidate, self.shapes))
-                picks.append((candidate, shape))
+        first: list[tuple[Candidate, Shape]] = []
+        later: list[tuple[Candidate, Shape]] = []
+        rest: list[Candidate] = []
+        for candidate in self.candidates:
+            if rows.tile(candidate) is None and not isinstance(candidate, DefaultCandidate):
+                rest.append(candidate)
+                continue
+            if rows.tile(candidate) is None:  # IREE's default
+                first.append((candidate, self._picked(candidate)))
+                continue
+            shapes = rows.picks(candidate, self.shapes)
+            if rows.bound(candidate) is None:
+                first += [(candidate, shape) for shape in shapes]
+            else:  # a bounded kernel: its bound first (the most rows it serves)
+                first.append((candidate, shapes[-1]))
+                later += [(candidate, shape) for shape in shapes[:-1]]
+        room = max(self.settings.budget // 2 - len({c.key() for c, _ in first}), 0)
+        if len(rest) > room:
+            step = len(rest) / max(room, 1)
+            rest = [rest[int(i * step)] for i in range(room)]
+        picks = first + [(c, self._picked(c)) for c in rest] + later
         return picks[: self.settings.budget]
+
+    def _picked(self, candidate: Candidate) -> Shape:
+        return tuple(self._cherry_pick(self.workload, candidate, self.shapes))
 
 
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
