@@ -74,8 +74,7 @@ def test_data_tiling_that_does_not_compile_is_a_one_line_reason() -> None:
 
 @pytest.fixture(scope="module")
 def gpt2_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("transformers")
-    from dcmlir.models.hf_models import gpt2
+    from dcmlir.models.hf_models import gpt2  # the torch extra: README command 2 installs it
 
     path = tmp_path_factory.mktemp("gpt2") / "gpt2.mlir"
     gpt2(**TINY).save(path)
@@ -189,8 +188,6 @@ def test_a_module_without_a_torch_model_has_no_onnx_column(tmp_path: Path) -> No
 def test_the_encoder_exports_to_onnx_through_the_core_aten_graph(tmp_path: Path) -> None:
     """torch 2.13's exporter refuses the encoder's 3-D attention; the graph IREE imports
     exports instead (with a note saying so), and onnxruntime matches torch on it."""
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("torch")
     from dcmlir.bench.model_peers import OnnxModel, encoder_source, export_onnx, torch_reference
     from dcmlir.measure.timing import relative_error
     from dcmlir.models import EncoderConfig
