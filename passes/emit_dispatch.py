@@ -39,6 +39,7 @@ from dcmlir.codegen.packed import (
     dispatch_region,
     encode_weight,
     encoded_contraction,
+    loop_dims,
     region_return,
 )
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
@@ -54,8 +55,10 @@ KERNEL_ATTR = "dcmlir.kernel"
 running the pass again leaves its own output alone."""
 
 FALLBACK = "fallback"
-WARNING = "warning: "  # a message of the remarks list that is emitted as a warning
 COMPILATION_INFO = "compilation_info"
+
+_Remark = tuple[ir.Operation, str, bool]
+"""(op, message, is a warning): a diagnostic the pass emits once every check passed."""
 
 
 @dataclass(frozen=True)
@@ -115,13 +118,13 @@ def emit_dispatch(
     failing plan leaves the module as it was.
     """
     targets: list[_Target] = []
-    remarks: list[tuple[ir.Operation, str]] = []  # in IR order, emitted once all checks pass
+    remarks: list[_Remark] = []  # in IR order, emitted once all checks pass
     module_keys: dict[str, str] = {}
     matched: set[str] = set()
     with module.context:
         for op, found in list(workloads(module, ctx.diagnostics.source_name)):
             if isinstance(found, NotAWorkload):
-                remarks.append((op, f"left untouched: {found}"))
+                remarks.append((op, f"left untouched: {found}", False))
                 continue
             module_keys.setdefault(found.key, found.kind)
             if KERNEL_ATTR in op.attributes:  # emitted by an earlier run of this pass
@@ -130,7 +133,11 @@ def emit_dispatch(
             planned = plan.for_workload(found.key)
             if planned is None:
                 remarks.append(
-                    (op, f"left untouched: workload {found.key} ({found.kind}) is not in the plan")
+                    (
+                        op,
+                        f"left untouched: workload {found.key} ({found.kind}) is not in the plan",
+                        False,
+                    )
                 )
                 continue
             matched.add(found.key)
@@ -151,14 +158,12 @@ def emit_dispatch(
                     op,
                     f"dispatch: {len(planned.tree.kernels())} kernels, "
                     f"tree depth {planned.tree.depth}, range {planned.describe_range()}{fused}",
+                    False,
                 )
             )
         _check_all_matched(ctx, module, plan, origin, matched, module_keys)
-        for op, message in remarks:
-            if message.startswith(WARNING):
-                ctx.warning(op, message.removeprefix(WARNING))
-            else:
-                ctx.remark(op, message)
+        for op, message, warning in remarks:
+            (ctx.warning if warning else ctx.remark)(op, message)
         for target in targets:
             _rewrite(target)
     return len(targets)
@@ -208,7 +213,7 @@ def _encoded_kernels(
     op: ir.Operation,
     workload: Workload,
     planned: WorkloadPlan,
-    remarks: list[tuple[ir.Operation, str]],
+    remarks: list[_Remark],
 ) -> dict[int, int | None]:
     """M's iteration size of every packed or data-tiled kernel the tree runs (None: ``?``);
     an op that cannot be packed fails."""
@@ -226,7 +231,7 @@ def _encoded_kernels(
         raise ctx.fail(op, f"plan for workload {workload.key} runs packed kernels: {problem}")
     if problem is not None:
         remarks.append(
-            (op, "warning: the weight is not a constant: packed kernels pack it on every call")
+            (op, "the weight is not a constant: packed kernels pack it on every call", True)
         )
     return found
 
@@ -269,10 +274,7 @@ def _rewrite(target: _Target) -> None:
     last = target.consumers[-1][0] if target.consumers else op
     result_types = [result.type for result in last.results]
     with ir.InsertionPoint(last), last.location:
-        dims = {
-            dim.index: tensor.DimOp(op.operands[dim.source.operand], _index(dim.source.dim)).result
-            for dim in target.workload.dynamic_dims
-        }
+        dims = loop_dims(op, target.workload)
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
         packed = _Packed.of(target, dims)
         if len(kernels) == 1 and target.fallback is not None and target.encoded[kernels[0]] is None:

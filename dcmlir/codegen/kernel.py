@@ -102,9 +102,9 @@ def _output_dim_sources(workload: Workload) -> list[tuple[int, int]]:
     return sources
 
 
-def kernel_function_text(workload: Workload, name: str, weight: str = "%b") -> str:
-    """``func.func @name(%a, %b) -> %c``: zero-fill the output, run the op once (on
-    ``weight`` as operand 1: ``%w`` is the module's constant weight)."""
+def kernel_function_text(workload: Workload, name: str, constant_weight: bool = False) -> str:
+    """``func.func @name(%a, %b) -> %c``: zero-fill the output, run the op once (on the
+    module's constant weight instead of ``%b`` with ``constant_weight``)."""
     a_type, b_type, c_type = (workload.operand_type(i) for i in range(3))
     lines = [f"func.func @{name}(%a: {a_type}, %b: {b_type}) -> {c_type} {{"]
     sizes = []
@@ -114,8 +114,10 @@ def kernel_function_text(workload: Workload, name: str, weight: str = "%b") -> s
         lines.append(f"  %n{index} = tensor.dim {value}, %i{index} : {value_type}")
         sizes.append(f"%n{index}")
     zero = "0.0" if workload.element_types[2].startswith(("f", "bf")) else "0"
-    if weight != "%b":
-        lines.append(f"  {weight} = util.global.load @{WEIGHT_GLOBAL} : {b_type}")
+    weight = "%b"
+    if constant_weight:
+        weight = "%w"
+        lines.append(f"  %w = util.global.load @{WEIGHT_GLOBAL} : {b_type}")
     lines += [
         f"  %zero = arith.constant {zero} : {workload.element_types[2]}",
         f"  %empty = tensor.empty({', '.join(sizes)}) : {c_type}",
@@ -141,11 +143,7 @@ def kernel_module_text(
         raise ValueError(f"variant names must be distinct: {names}")
     constant = any(v.encoded is not None and v.encoded.constant_weight for v in variants)
     body = "\n".join(
-        kernel_function_text(
-            workload,
-            v.name,
-            "%w" if v.encoded is not None and v.encoded.constant_weight else "%b",
-        )
+        kernel_function_text(workload, v.name, v.encoded is not None and v.encoded.constant_weight)
         for v in variants
     )
     if constant:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dcmlir.ir.mlir import ir, linalg
+from dcmlir.ir.mlir import arith, ir, linalg, tensor
 from dcmlir.workload import M, Workload
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "encode_weight",
     "encoded_contraction",
     "encoding",
+    "loop_dims",
     "region_return",
 ]
 
@@ -43,6 +44,16 @@ wrote are data-tiled, every other contraction compiles as it would without."""
 
 Dims = Mapping[int, ir.Value]
 """The run-time value of each dynamic loop of a workload, by loop index."""
+
+
+def loop_dims(op: ir.Operation, workload: Workload) -> dict[int, ir.Value]:
+    """``tensor.dim`` of an operand dim carrying each dynamic loop, at the insertion point."""
+    return {
+        d.index: tensor.DimOp(
+            op.operands[d.source.operand], arith.ConstantOp(ir.IndexType.get(), d.source.dim)
+        ).result
+        for d in workload.dynamic_dims
+    }
 
 
 def _iteration_sizes(workload: Workload, m0: int | None) -> list[int | None]:
@@ -184,17 +195,7 @@ def data_tile(
     packed or data-tiled kernel has in a dispatch branch, for its kernel module.
     Returns the region op."""
     with ir.InsertionPoint(op), op.location:
-        dims = {
-            d.index: ir.Operation.create(
-                "tensor.dim",
-                results=[ir.IndexType.get()],
-                operands=[
-                    op.operands[d.source.operand],
-                    arith_index(d.source.dim),
-                ],
-            ).results[0]
-            for d in workload.dynamic_dims
-        }
+        dims = loop_dims(op, workload)
         weight = encode_weight(op, workload, dims) if constant_weight else None
         region = dispatch_region(list(op.results), workload, dims)
         with ir.InsertionPoint(region.regions[0].blocks[0]):
@@ -203,11 +204,3 @@ def data_tile(
     op.results[0].replace_all_uses_with(region.results[0])
     op.erase()
     return region
-
-
-def arith_index(value: int) -> ir.Value:
-    return ir.Operation.create(
-        "arith.constant",
-        results=[ir.IndexType.get()],
-        attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), value)},
-    ).results[0]

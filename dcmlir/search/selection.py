@@ -35,16 +35,14 @@ def kernel_families(candidates: Sequence[Candidate]) -> list[list[int]]:
     """Column groups one workload's kernels all come from: the kernels that read the
     weight packed (the packed family, with IREE's data tiling when it is offered beside
     it), and the rest."""
+    packs_weight = any(isinstance(c, PackedCandidate) for c in candidates)
     packed = [
         i
         for i, c in enumerate(candidates)
-        if isinstance(c, PackedCandidate)
-        or (
-            isinstance(c, DataTiledCandidate)
-            and any(isinstance(d, PackedCandidate) for d in candidates)
-        )
+        if isinstance(c, PackedCandidate) or (packs_weight and isinstance(c, DataTiledCandidate))
     ]
-    rest = [i for i in range(len(candidates)) if i not in set(packed)]
+    in_family = set(packed)
+    rest = [i for i in range(len(candidates)) if i not in in_family]
     return [columns for columns in (rest, packed) if columns]
 
 

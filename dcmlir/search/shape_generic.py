@@ -165,6 +165,7 @@ class ShapeGenericSearch:
         self.model = model
         self.candidates = list(candidates)
         self.keys = [c.key() for c in self.candidates]
+        self.rows = PackedRows(workload, self.candidates)  # the packed family's estimates
         self.settings = settings or SearchSettings()
         self.stream = stream if stream is not None else sys.stderr
         self.shapes = (
@@ -240,8 +241,7 @@ class ShapeGenericSearch:
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
-        rows = PackedRows(self.workload, self.candidates)
-        rows.estimate(estimate, self.shapes, self.keys, self.measured)
+        self.rows.estimate(estimate, self.shapes, self.keys, self.measured)
         for (key, shape), seconds in self.measured.items():
             if key in column_of and shape in self.shape_index:
                 estimate[self.shape_index[shape], column_of[key]] = seconds
@@ -401,7 +401,7 @@ class ShapeGenericSearch:
         kernel at its bound; the other candidates on their cherry-picked shapes (a spread
         subset when they are more than half the budget); last, the packed kernels' second
         points (M = 1)."""
-        rows = PackedRows(self.workload, self.candidates)
+        rows = self.rows
         first: list[tuple[Candidate, Shape]] = []
         later: list[tuple[Candidate, Shape]] = []
         rest: list[Candidate] = []
