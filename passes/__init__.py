@@ -35,6 +35,12 @@ def _microkernel_tile() -> type[ModulePass]:
     return MicrokernelTilePass
 
 
+def _split_entry() -> type[ModulePass]:
+    from dcmlir.passes.split_entry import SplitEntryPass
+
+    return SplitEntryPass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every dcmlir pass by name, loaded on first use."""
     return {
@@ -42,4 +48,5 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "dcmlir-emit-dispatch": _emit_dispatch,
         "dcmlir-list-workloads": _list_workloads,
         "dcmlir-microkernel-tile": _microkernel_tile,
+        "dcmlir-split-entry": _split_entry,
     }

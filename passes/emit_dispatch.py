@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dcmlir.codegen.fusion import fused_consumers
+from dcmlir.codegen.fusion import FusedGroup, fused_consumers
 from dcmlir.codegen.packed import (
     dispatch_region,
     encode_weight,
@@ -43,8 +43,9 @@ from dcmlir.codegen.packed import (
     region_return,
 )
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
-from dcmlir.ir.mlir import arith, ir, scf, tensor
+from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
+from dcmlir.passes.split_entry import LEFT_TO_IREE
 from dcmlir.space import DataTiledCandidate, PackedCandidate, packing_problem
 from dcmlir.workload import NotAWorkload, Workload, workloads
 
@@ -88,7 +89,7 @@ class _Target:
     workload: Workload
     plan: WorkloadPlan
     infos: dict[int, ir.Attribute | None]  # kernel index -> compilation_info (None: default)
-    consumers: tuple[tuple[ir.Operation, int], ...] = ()  # fused chain: (op, operand it reads)
+    group: FusedGroup  # the op and the consumers IREE fuses after it
     # kernel index -> M's iteration size in its encodings (None: ``?``), for the packed and
     # data-tiled kernels: they run on IREE's data-tiling encodings (docs/design.md section 12)
     encoded: dict[int, int | None] = field(default_factory=dict)
@@ -123,6 +124,8 @@ def emit_dispatch(
     matched: set[str] = set()
     with module.context:
         for op, found in list(workloads(module, ctx.diagnostics.source_name)):
+            if _left_to_iree(op):  # the entry's copy dcmlir-split-entry keeps as it was
+                continue
             if isinstance(found, NotAWorkload):
                 remarks.append((op, f"left untouched: {found}", False))
                 continue
@@ -141,18 +144,18 @@ def emit_dispatch(
                 )
                 continue
             matched.add(found.key)
-            consumers = fused_consumers(op)
+            group = fused_consumers(op)
             targets.append(
                 _Target(
                     op,
                     found,
                     planned,
                     _kernel_infos(ctx, op, found, planned),
-                    consumers,
+                    group,
                     _encoded_kernels(ctx, op, found, planned, remarks),
                 )
             )
-            fused = f", {len(consumers)} fused consumer(s) in each branch" if consumers else ""
+            fused = f", {len(group)} fused consumer(s) in each branch" if len(group) else ""
             remarks.append(
                 (
                     op,
@@ -270,50 +273,58 @@ def _rewrite(target: _Target) -> None:
     The group is the op and its fused consumers; every operand of the group is
     defined before its last op, and no op outside the group reads a value inside it.
     """
-    op = target.op
-    last = target.consumers[-1][0] if target.consumers else op
-    result_types = [result.type for result in last.results]
+    op, group = target.op, target.group
+    last = group.last
+    result_types = [group.output_type]
     with ir.InsertionPoint(last), last.location:
         dims = loop_dims(op, target.workload)
+        sizes = group.output_sizes()
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
         packed = _Packed.of(target, dims)
         if len(kernels) == 1 and target.fallback is not None and target.encoded[kernels[0]] is None:
             # IREE's own data tiling inside the range and out of it: no cascade at all
-            chosen = _clone_group(target, *_kernel(target, kernels[0], packed))
-            _replace_group(target, last, chosen)
+            chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
+            _replace_group(target, [group.restore(chosen[0], sizes)])
             return
         outside = _outside_range(target.plan, dims)
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
             fallback = target.fallback
             if fallback is None:
-                scf.YieldOp(_clone_group(target, FALLBACK, None))
+                scf.YieldOp(_clone_group(target, sizes, FALLBACK, None))
             else:
                 branch = packed.branch(fallback, any_size=True)
-                scf.YieldOp(_clone_group(target, FALLBACK, None, branch))
+                scf.YieldOp(_clone_group(target, sizes, FALLBACK, None, branch))
         with ir.InsertionPoint(cascade.else_block):
             if len(kernels) == 1:
-                chosen = _clone_group(target, *_kernel(target, kernels[0], packed))
+                chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
             else:
                 positions = {kernel: position for position, kernel in enumerate(kernels)}
                 case = _select_tree(target.plan.tree.root, dims, positions)
-                chosen = _emit_cases(target, case, kernels, result_types, packed)
+                chosen = _emit_cases(target, sizes, case, kernels, result_types, packed)
             scf.YieldOp(chosen)
         results = list(cascade.results)
         if _function_of(op) == "util.func":
-            results = [
-                _tie_shape(value, init) for value, init in zip(results, _inits(last), strict=True)
-            ]
-    _replace_group(target, last, results)
+            results = [_tie_shape(value, sizes) for value in results]
+        results = [group.restore(value, sizes) for value in results]
+    _replace_group(target, results)
 
 
-def _replace_group(target: _Target, last: ir.Operation, results: Sequence[ir.Value]) -> None:
+def _replace_group(target: _Target, results: Sequence[ir.Value]) -> None:
     """Route the uses of the group's results to ``results`` and erase the group."""
+    last = target.group.last
     for old, new in zip(last.results, results, strict=True):
         old.replace_all_uses_with(new)
-    for member, _ in reversed(target.consumers):
+    for member in reversed(target.group.members):
         member.erase()
     target.op.erase()
+
+
+def _left_to_iree(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name not in FUNCTION_OPS:
+        parent = parent.parent
+    return parent is not None and LEFT_TO_IREE in parent.attributes
 
 
 def _function_of(op: ir.Operation) -> str | None:
@@ -323,20 +334,9 @@ def _function_of(op: ir.Operation) -> str | None:
     return None if parent is None else parent.name
 
 
-def _inits(op: ir.Operation) -> list[ir.Value]:
-    """The init (``outs``) operands of a destination-style op, one per result."""
-    first = len(op.operands) - len(op.results)
-    return [op.operands[first + i] for i in range(len(op.results))]
-
-
-def _tie_shape(value: ir.Value, init: ir.Value) -> ir.Value:
-    """``flow.tensor.tie_shape value : type{sizes}``, the sizes read from the op's init."""
-    dynamic = ir.ShapedType.get_dynamic_size()
-    sizes = [
-        tensor.DimOp(init, _index(position)).result
-        for position, size in enumerate(value.type.shape)
-        if size == dynamic
-    ]
+def _tie_shape(value: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
+    """``flow.tensor.tie_shape value : type{sizes}``: the cascade's result with the sizes
+    of its dynamic dims, read before it (IREE need not look into the branches)."""
     if not sizes:
         return value
     tied = ir.Operation.create(
@@ -375,6 +375,7 @@ def _select_tree(node: Node, dims: dict[int, ir.Value], cases: dict[int, int]) -
 
 def _emit_cases(
     target: _Target,
+    sizes: Sequence[ir.Value],
     case: ir.Value,
     kernels: Sequence[int],
     result_types: list[ir.Type],
@@ -382,15 +383,15 @@ def _emit_cases(
 ) -> list[ir.Value]:
     """The kernel whose position is ``case``: a balanced scf.if search over the positions."""
     if len(kernels) == 1:
-        return _clone_group(target, *_kernel(target, kernels[0], packed))
+        return _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
     half = len(kernels) // 2
     last_low = target.plan.tree.kernels().index(kernels[half - 1])
     low = arith.CmpIOp(arith.CmpIPredicate.ule, case, _index(last_low))
     branch = scf.IfOp(low.result, result_types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp(_emit_cases(target, case, kernels[:half], result_types, packed))
+        scf.YieldOp(_emit_cases(target, sizes, case, kernels[:half], result_types, packed))
     with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp(_emit_cases(target, case, kernels[half:], result_types, packed))
+        scf.YieldOp(_emit_cases(target, sizes, case, kernels[half:], result_types, packed))
     return list(branch.results)
 
 
@@ -441,30 +442,21 @@ def _kernel(
 
 def _clone_group(
     target: _Target,
+    sizes: Sequence[ir.Value],
     kernel: str,
     info: ir.Attribute | None,
     packed: _Branch | None = None,
 ) -> list[ir.Value]:
     """The op (config replaced by ``info``, or its packed form) and its fused consumers,
-    reading the clones; a packed group is one ``flow.dispatch.region``, as IREE's data
-    tiling forms it."""
+    reading the clones; a packed group is one ``flow.dispatch.region`` (result sizes
+    ``sizes``), as IREE's data tiling forms it."""
+    group = target.group
     if packed is not None:
-        last = target.consumers[-1][0] if target.consumers else target.op
-        region = dispatch_region(list(last.results), target.workload, packed.dims)
+        region = dispatch_region([group.output_type], sizes)
         with ir.InsertionPoint(region.regions[0].blocks[0]):
-            region_return(_chain(target, packed.build()))
+            region_return([group.clone_after(packed.build())])
         return list(region.results)
-    return _chain(target, _clone(target.op, kernel, info))
-
-
-def _chain(target: _Target, first: ir.Operation) -> list[ir.Value]:
-    """``first`` (the op's clone) and clones of the fused consumers reading it."""
-    current = first
-    for member, operand in target.consumers:
-        clone = member.clone()
-        clone.operands[operand] = current.results[0]
-        current = clone
-    return list(current.results)
+    return [group.clone_after(_clone(target.op, kernel, info))]
 
 
 def _clone(op: ir.Operation, kernel: str, info: ir.Attribute | None) -> ir.Operation:

@@ -217,3 +217,61 @@ def test_constant_projection_tunes_to_packed_kernels_and_compiles_right(
         assert out.shape == (m, 48)
         if m:
             assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
+    tmp_path: Path,
+) -> None:
+    """A util.func entry whose plan runs packed:m4 for M <= 4 (then m16, data tiling's own
+    tile) is split: M <= 4 calls the dispatched copy, M > 4 the untouched one, compiled
+    with IREE's data tiling; both answer right, in and out of the plan's range."""
+    text = constant_projection("nk").replace("func.func @main", "util.func public @main")
+    text = text.replace("  return %r", "  util.return %r")
+    source = tmp_path / "proj.mlir"
+    source.write_text(text)
+    workload = workload_of(text)
+    shapes = [(m,) for m in range(1, 17)]
+    costs = {s: [1e-6, 2e-6] if s[0] <= 4 else [2e-6, 1e-6] for s in shapes}
+    packed = [candidate_from_key("packed:m4n16k1"), candidate_from_key("packed:m16n16k1")]
+    choices = {s: 0 if s[0] <= 4 else 1 for s in shapes}
+    planned = WorkloadPlan.build(workload, packed, choices, costs, ranges={0: (1, 16)})
+    Plan(CpuTarget(), "proj.mlir", (planned,)).save(tmp_path / "plan.json")
+    stream = io.StringIO()
+    result = dcmlir.compile(
+        source, plan=tmp_path / "plan.json", emit_mlir=tmp_path / "d.mlir", stream=stream
+    )
+    assert result.split is not None
+    assert (result.split.function, str(result.split.arg_dim), result.split.threshold) == (
+        "main",
+        "arg0.0",
+        4,
+    )
+    emitted = (tmp_path / "d.mlir").read_text()
+    iree_copy = emitted[emitted.index("@main$iree") :]
+    iree_copy = iree_copy[: iree_copy.index("util.return")]
+    assert "iree_encoding" not in iree_copy  # left as it was, for IREE to data-tile
+    assert 'dcmlir.kernel = "packed:m4n16k1"' in emitted
+    function = load_function(result.vmfb, "main")
+    for m in (0, 1, 4, 5, 16, 17, 40):
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        (out,) = function(x)
+        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
+        assert out.shape == (m, 48)
+        if m:
+            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_no_split_without_a_packed_kernel_narrower_than_data_tiling() -> None:
+    from dcmlir.passes.split_entry import peer_threshold
+
+    workload = workload_of(constant_projection("nk"))
+    shapes = [(m,) for m in range(1, 33)]
+    wide = [candidate_from_key("packed:m16n16k1"), candidate_from_key("datatiled")]
+    choices = {s: 0 if s[0] <= 16 else 1 for s in shapes}
+    costs = {s: [1e-6, 1e-6] for s in shapes}
+    planned = WorkloadPlan.build(workload, wide, choices, costs, ranges={0: (1, 32)})
+    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) is None
+    narrow = [candidate_from_key("packed:m2n16k1"), candidate_from_key("datatiled")]
+    choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
+    planned = WorkloadPlan.build(workload, narrow, choices, costs, ranges={0: (1, 32)})
+    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 2

@@ -44,6 +44,7 @@ from dcmlir.workload import NotAWorkload, Workload, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 LIT_FILE = ROOT / "lit_tests" / "emit_dispatch.mlir"
+SPLIT_LIT_FILE = ROOT / "lit_tests" / "split_entry.mlir"
 LIT_INPUTS = ROOT / "lit_tests" / "Inputs"
 
 LIT_TARGET = CpuTarget(
@@ -158,7 +159,10 @@ def lit_plans() -> dict[str, Plan]:
     )
     (half,) = workloads_of(HALF)
     other = Plan(LIT_TARGET, "half.mlir", (dense_workload_plan(half, ("config",) * 3),))
+    entry = workloads_of(SPLIT_LIT_FILE.read_text().split("// -----")[0])[0]
+    split = Plan(LIT_TARGET, "split_entry.mlir", (packed_workload_plan(entry),))
     return {
+        "split_entry.plan.json": split,
         "emit_dispatch.plan.json": main,
         "emit_dispatch.td.plan.json": td,
         "emit_dispatch.other.plan.json": other,

@@ -30,6 +30,7 @@ from dcmlir.bench.baselines import (
 )
 from dcmlir.bench.weights import WeightError, with_constant_weight
 from dcmlir.build.compiler import BuildError, build
+from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver import TuneError
 from dcmlir.driver import compile as compile_plan
@@ -45,7 +46,6 @@ __all__ = ["DATA_TILING_FLAGS", "Builder", "Context", "Prepared", "prepare"]
 
 # IREE's data tiling: operands packed into its tiled layout (a constant weight once, in an
 # initializer), the contraction as linalg.mmt4d lowered to the mmt4d microkernel
-DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 ONNX_FLOATS = ("f16", "f32", "f64")  # element types ONNX's MatMul computes in
 
 

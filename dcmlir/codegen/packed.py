@@ -22,6 +22,7 @@ from dcmlir.ir.mlir import arith, ir, linalg, tensor
 from dcmlir.workload import M, Workload
 
 __all__ = [
+    "DATA_TILING_FLAGS",
     "ENCODED_KERNEL_FLAGS",
     "data_tile",
     "dispatch_region",
@@ -40,6 +41,13 @@ ENCODED_KERNEL_FLAGS = (
 """IREE's data-tiling path (encodings fused into dispatches, weights' encodings hoisted)
 with its own encoding of ops limited to scaled matmuls: only the encodings dcmlir
 wrote are data-tiled, every other contraction compiles as it would without."""
+
+
+DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+"""IREE's data tiling, as a user turns it on: every contraction packed, the constant
+weights packed once (hoisted), mmt4d ukernels. A module whose entry was split
+(``dcmlir-split-entry``) is compiled with these: they data-tile the untouched copy, and
+lower the encodings dcmlir wrote in the other."""
 
 
 Dims = Mapping[int, ir.Value]
@@ -166,14 +174,14 @@ def encoded_contraction(
     )
 
 
-def dispatch_region(results: Sequence[ir.Value], workload: Workload, dims: Dims) -> ir.Operation:
-    """An empty ``flow.dispatch.region`` with the types of ``results`` (values of the op's
-    shape: their dynamic dims are the output's): what IREE's data tiling forms before it
-    sets encodings, so packing, mmt4d, unpacking and the fused consumers are one dispatch."""
-    sizes = [size for _ in results for size in _result_dims(workload, dims)]
+def dispatch_region(types: Sequence[ir.Type], sizes: Sequence[ir.Value]) -> ir.Operation:
+    """An empty ``flow.dispatch.region`` with results of ``types`` (``sizes``: the values
+    of their dynamic dims, in order): what IREE's data tiling forms before it sets
+    encodings, so packing, mmt4d, unpacking and the fused consumers are one dispatch."""
+    sizes = list(sizes)
     region = ir.Operation.create(
         "flow.dispatch.region",
-        results=[value.type for value in results],
+        results=list(types),
         operands=sizes,
         attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(sizes), 0])},
         regions=2,
@@ -197,7 +205,7 @@ def data_tile(
     with ir.InsertionPoint(op), op.location:
         dims = loop_dims(op, workload)
         weight = encode_weight(op, workload, dims) if constant_weight else None
-        region = dispatch_region(list(op.results), workload, dims)
+        region = dispatch_region([op.results[0].type], _result_dims(workload, dims))
         with ir.InsertionPoint(region.regions[0].blocks[0]):
             decoded = encoded_contraction(op, workload, dims, m0, weight)
             region_return(list(decoded.results))

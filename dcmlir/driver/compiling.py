@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from dcmlir.build.compiler import BuildError, build
-from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
+from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver.loading import (
     GLOBAL_OPT,
@@ -32,6 +32,7 @@ from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
+from dcmlir.passes.split_entry import EntrySplit, split_entry
 from dcmlir.space import DataTiledCandidate, PackedCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
@@ -42,6 +43,7 @@ class CompileResult:
     vmfb: bytes
     mlir: str
     dispatched: int  # ops rewritten into a dispatch
+    split: EntrySplit | None = None  # where the entry calls IREE's data tiling instead
 
 
 def compile(
@@ -88,30 +90,57 @@ def compile(
             _with_module_attributes(text, source, loaded.target), loaded.target, source
         )
         flags = ("--compile-from=global-optimization",)
+    # the entry split (dcmlir-split-entry) needs IREE's data tiling, which starts before
+    # global optimization; where data tiling cannot compile the module, no split
+    attempts = (True, False) if loaded.level != GLOBAL_OPT else (False,)
+    for split_entry_first in attempts:
+        mlir, dispatched, split = _emit(text, source, loaded, str(plan), split_entry_first, stream)
+        if split is not None:
+            run_flags = flags + DATA_TILING_FLAGS
+        elif dispatched and _runs_packed_kernels(loaded):
+            run_flags = flags + ENCODED_KERNEL_FLAGS
+        else:
+            run_flags = flags
+        try:
+            built = build(mlir, loaded.target, run_flags, source_name=source)
+        except BuildError as err:
+            if split is not None:
+                first = next((line for line in str(err).splitlines() if "error" in line), "")
+                print(
+                    f"dcmlir: IREE's data tiling cannot compile {source} ({first.strip()}); "
+                    "the entry is not split",
+                    file=stream,
+                )
+                continue
+            raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
+        break
+    if emit_mlir is not None:
+        _write(emit_mlir, mlir, "--emit-mlir")
+    if output is not None:
+        _write(output, built.vmfb, "-o")
+    return CompileResult(built.vmfb, mlir, dispatched, split)
+
+
+def _emit(
+    text: str, source: str, loaded: Plan, origin: str, split_entry_first: bool, stream: IO[str]
+) -> tuple[str, int, EntrySplit | None]:
+    """The module with the plan's dispatch: (its text, ops rewritten, the entry split)."""
     engine = DiagnosticEngine(source)
+    split = None
     with ir.Context() as context, engine.capture(context):
         module = engine.parse(text)
         if module is None:
             raise TuneError(engine.first_error())
         ctx = PassContext(engine, stream)
         try:
-            dispatched = emit_dispatch(ctx, module.operation, loaded, origin=str(plan))
+            if split_entry_first:
+                split = split_entry(ctx, module.operation, loaded)
+            dispatched = emit_dispatch(ctx, module.operation, loaded, origin=origin)
         except PassFailure:
             raise TuneError(engine.first_error()) from None
         if loaded.level != GLOBAL_OPT:
             add_module_attributes(module, loaded.target)
-        mlir = str(module)
-    if emit_mlir is not None:
-        _write(emit_mlir, mlir, "--emit-mlir")
-    if dispatched and _runs_packed_kernels(loaded):
-        flags += ENCODED_KERNEL_FLAGS
-    try:
-        built = build(mlir, loaded.target, flags, source_name=source)
-    except BuildError as err:
-        raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
-    if output is not None:
-        _write(output, built.vmfb, "-o")
-    return CompileResult(built.vmfb, mlir, dispatched)
+        return str(module), dispatched, split
 
 
 def _runs_packed_kernels(plan: Plan) -> bool:

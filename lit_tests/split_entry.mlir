@@ -1,0 +1,105 @@
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json}' | FileCheck %s
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json}' --verify-diagnostics
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json},dcmlir-emit-dispatch{plan=%S/Inputs/split_entry.plan.json}' | FileCheck %s --check-prefix=EMIT
+// RUN: not dcmlir-opt %s -p 'dcmlir-split-entry' 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: not dcmlir-opt %s -p 'dcmlir-split-entry{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
+
+// NOPLAN: option 'plan' is required
+// MISSING: no-such-plan.json
+
+// The plan runs packed kernels on the projection below for M <= 4 (M0 = 4, narrower than
+// data tiling's 16 rows) and M0 = 16 above: the entry keeps its name and signature and
+// calls the copy dcmlir dispatches for arg0.0 <= 4, and an untouched copy (left to IREE's
+// data tiling) above.
+// CHECK-LABEL: util.func private @main$dcmlir
+// CHECK-SAME: inlining_policy = #util.inline.never
+// CHECK: linalg.matmul
+// CHECK-LABEL: util.func private @main$iree
+// CHECK-SAME: dcmlir.left_to_iree
+// CHECK-SAME: inlining_policy = #util.inline.never
+// CHECK: linalg.matmul
+// CHECK-LABEL: util.func public @main(
+// CHECK-SAME: %[[X:.*]]: tensor<?x64xf32>, %[[B:.*]]: tensor<48xf32>) -> tensor<?x48xf32>
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[M:.*]] = tensor.dim %[[X]], %[[C0]]
+// CHECK: %[[C4:.*]] = arith.constant 4 : index
+// CHECK: %[[SMALL:.*]] = arith.cmpi ule, %[[M]], %[[C4]]
+// CHECK: %[[R:.*]] = scf.if %[[SMALL]] -> (tensor<?x48xf32>) {
+// CHECK-NEXT: %[[D:.*]] = util.call @main$dcmlir(%[[X]], %[[B]])
+// CHECK-NEXT: scf.yield %[[D]]
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[I:.*]] = util.call @main$iree(%[[X]], %[[B]])
+// CHECK-NEXT: scf.yield %[[I]]
+// CHECK: util.return %[[R]]
+
+// With the dispatch emitted: the cascade is in @main$dcmlir only; @main$iree keeps the op.
+// EMIT-LABEL: util.func private @main$dcmlir
+// EMIT: scf.if
+// EMIT: iree_encoding.unset_encoding {dcmlir.kernel = "packed:m4n16k1"}
+// EMIT-LABEL: util.func private @main$iree
+// EMIT-NOT: iree_encoding
+// EMIT: linalg.matmul
+// EMIT-NOT: iree_encoding
+// EMIT-LABEL: util.func public @main(
+// expected-remark @below {{entry split: @main: arg0.0 <= 4 runs dcmlir's kernels, above it IREE's data tiling of the function as it was}}
+util.func public @main(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = arith.constant dense<0.25> : tensor<48x64xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<48x64xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x48xf32>, tensor<48xf32>) outs(%e : tensor<?x48xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %s = arith.addf %in, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x48xf32>
+  util.return %y : tensor<?x48xf32>
+}
+
+// -----
+
+// A func.func entry is not split (IREE's inliner policy is util.func's); the remark says so.
+// CHECK-LABEL: func.func @plain
+// CHECK-NOT: util.call
+// EMIT-LABEL: func.func @plain
+// EMIT: scf.if
+// expected-remark @below {{entry not split: the packed workloads are in a func.func, not a util.func}}
+func.func @plain(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = arith.constant dense<0.25> : tensor<48x64xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<48x64xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x48xf32>, tensor<48xf32>) outs(%e : tensor<?x48xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %s = arith.addf %in, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x48xf32>
+  return %y : tensor<?x48xf32>
+}
+
+// -----
+
+// A private function is not an entry: not split.
+// CHECK-LABEL: util.func private @helper
+// CHECK-NOT: util.call
+// expected-remark @below {{entry not split: the packed workloads are not in a public function}}
+util.func private @helper(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = arith.constant dense<0.25> : tensor<48x64xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<48x64xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  util.return %r : tensor<?x48xf32>
+}
