@@ -322,8 +322,14 @@ _PURE_TENSOR_OPS = frozenset(
 
 
 def is_constant_value(value: ir.Value, depth: int = 8) -> bool:
-    """Whether ``value`` is computed from constants only (a weight, its transpose)."""
-    if depth <= 0 or not isinstance(value, ir.OpResult):
+    """Whether ``value`` is computed from constants only (a weight, its transpose); an
+    argument of a private function counts when every call passes a constant (IREE
+    inlines such a call, so the op reads the constant)."""
+    if depth <= 0:
+        return False
+    if isinstance(value, ir.BlockArgument):
+        return _constant_argument(value, depth - 1)
+    if not isinstance(value, ir.OpResult):
         return False
     op = value.owner
     name = op.name
@@ -333,6 +339,40 @@ def is_constant_value(value: ir.Value, depth: int = 8) -> bool:
         return False
     tensors = [v for v in op.operands if isinstance(v.type, ir.RankedTensorType)]
     return all(is_constant_value(v, depth - 1) for v in tensors)
+
+
+_CALLS = ("func.call", "util.call")
+
+
+def _constant_argument(argument: ir.BlockArgument, depth: int) -> bool:
+    """Whether every call of the private function ``argument`` belongs to passes a
+    constant for it (at least one call)."""
+    owner = argument.owner.owner
+    if owner is None:
+        return False
+    function = owner.operation
+    if function.name not in ("func.func", "util.func"):
+        return False
+    attributes = function.attributes
+    if "sym_visibility" not in attributes:
+        return False  # public: anyone may call it
+    if ir.StringAttr(attributes["sym_visibility"]).value != "private":
+        return False
+    name = ir.StringAttr(attributes["sym_name"]).value
+    module = function.parent
+    if module is None:
+        return False
+    calls: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _CALLS and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == name:
+            calls.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return bool(calls) and all(
+        is_constant_value(call.operands[argument.arg_number], depth) for call in calls
+    )
 
 
 def _mutable_global(load: ir.Operation) -> bool:

@@ -205,6 +205,65 @@ func.func @dense_bias_act(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %b: te
   return %act, %sum : tensor<?x768xf32>, tensor<?xf32>
 }
 
+// A model's FFN epilogue (GPT-2): bias on [T, N], the [T, N] -> [1, T, N] reshape, then
+// an activation DAG (two generics read the reshaped value, a third combines them). The
+// whole group moves into every branch, without the reshape's unit dim (a reshape inside
+// a dispatch stops IREE from distributing it): the consumers' inits are collapsed, and
+// the reshape is redone once, after the cascade.
+// CHECK-LABEL: func.func @dense_reshape_dag
+// CHECK: %[[E6:.*]] = tensor.empty(%{{.*}}) : tensor<1x?x768xf32>
+// CHECK: %[[R6:.*]] = scf.if
+// CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
+// CHECK-NEXT: %[[B6:.*]] = linalg.generic
+// CHECK: tensor.collapse_shape %[[E6]] {{\[\[}}0, 1], [2]] : tensor<1x?x768xf32> into tensor<?x768xf32>
+// CHECK-NEXT: linalg.generic {{.*}} ins(%[[B6]] : tensor<?x768xf32>)
+// CHECK: math.tanh
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x768xf32>, tensor<?x768xf32>) outs(%{{.*}} : tensor<?x768xf32>)
+// CHECK: scf.yield %{{.*}} : tensor<?x768xf32>
+// CHECK: %[[W6:.*]] = tensor.expand_shape %[[R6]] {{\[\[}}0, 1], [2]] output_shape [1, %{{.*}}, 768] : tensor<?x768xf32> into tensor<1x?x768xf32>
+// CHECK-NEXT: return %[[W6]]
+func.func @dense_reshape_dag(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %b: tensor<768xf32>) -> tensor<1x?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16, 5 fused consumer(s) in each branch}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %biased = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x768xf32>, tensor<768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%v: f32, %bias: f32, %o: f32):
+    %s = arith.addf %v, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x768xf32>
+  %wide = tensor.expand_shape %biased [[0, 1], [2]] output_shape [1, %m, 768] : tensor<?x768xf32> into tensor<1x?x768xf32>
+  %e3 = tensor.empty(%m) : tensor<1x?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %halved = linalg.generic {indexing_maps = [affine_map<(a, i, j) -> (a, i, j)>, affine_map<(a, i, j) -> (a, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%wide : tensor<1x?x768xf32>) outs(%e3 : tensor<1x?x768xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %p = arith.mulf %v, %half : f32
+    linalg.yield %p : f32
+  } -> tensor<1x?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %squashed = linalg.generic {indexing_maps = [affine_map<(a, i, j) -> (a, i, j)>, affine_map<(a, i, j) -> (a, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%wide : tensor<1x?x768xf32>) outs(%e3 : tensor<1x?x768xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  } -> tensor<1x?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %gelu = linalg.generic {indexing_maps = [affine_map<(a, i, j) -> (a, i, j)>, affine_map<(a, i, j) -> (a, i, j)>, affine_map<(a, i, j) -> (a, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%halved, %squashed : tensor<1x?x768xf32>, tensor<1x?x768xf32>) outs(%e3 : tensor<1x?x768xf32>) {
+  ^bb0(%p: f32, %t: f32, %o: f32):
+    %g = arith.mulf %p, %t : f32
+    linalg.yield %g : f32
+  } -> tensor<1x?x768xf32>
+  return %gelu : tensor<1x?x768xf32>
+}
+
 // A result with two users is not fused by IREE either: nothing moves into the branches.
 // CHECK-LABEL: func.func @dense_two_users
 // CHECK: %[[R4:.*]] = scf.if

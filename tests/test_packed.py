@@ -275,3 +275,23 @@ def test_no_split_without_a_packed_kernel_narrower_than_data_tiling() -> None:
     choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
     planned = WorkloadPlan.build(workload, narrow, choices, costs, ranges={0: (1, 32)})
     assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 2
+
+
+def test_a_private_functions_argument_is_constant_when_every_call_passes_one() -> None:
+    """``dcmlir bench --weights constant`` (and a model's layer functions) pass the weight
+    to a private function: a constant when every call passes one, as IREE inlines it."""
+    from dcmlir.bench.weights import with_constant_weight
+
+    wrapped = with_constant_weight(ARGUMENT_WEIGHT, WEIGHT.T.copy(), "tensor<64x48xf32>")
+    assert workload_of(wrapped).constant_operands == (1,)
+    caller = """
+  func.func @other(%x: tensor<?x64xf32>, %w: tensor<64x48xf32>, %i: tensor<?x48xf32>) -> tensor<?x48xf32> {
+    %r = call @main__weighted(%x, %w, %i) : (tensor<?x64xf32>, tensor<64x48xf32>, tensor<?x48xf32>) -> tensor<?x48xf32>
+    return %r : tensor<?x48xf32>
+  }
+}
+"""
+    body, trailer = wrapped.split("{-#", 1)
+    mixed = body.rstrip().removesuffix("}") + caller + "{-#" + trailer
+    assert workload_of(mixed).constant_operands == ()  # one call passes an argument
+    assert workload_of(ARGUMENT_WEIGHT).constant_operands == ()  # public: anyone may call it
