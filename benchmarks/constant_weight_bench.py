@@ -62,7 +62,9 @@ def tuned_module(name: str, text: str) -> Path:
         return source
     _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
     constant = RECORDS / f"{name}-constant.mlir"
-    constant.write_text(with_constant_weight(text, weight_array(workload), str(workload.operand_type(1))))
+    constant.write_text(
+        with_constant_weight(text, weight_array(workload), str(workload.operand_type(1)))
+    )
     return constant
 
 
