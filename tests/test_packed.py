@@ -241,6 +241,7 @@ def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
         source, plan=tmp_path / "plan.json", emit_mlir=tmp_path / "d.mlir", stream=stream
     )
     assert result.split is not None
+    assert "dcmlir: entry split: @main: arg0.0 <= 4 runs dcmlir's kernels" in stream.getvalue()
     assert (result.split.function, str(result.split.arg_dim), result.split.threshold) == (
         "main",
         "arg0.0",

@@ -113,6 +113,8 @@ def compile(
                 )
                 continue
             raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
+        if split is not None:
+            print(f"dcmlir: entry split: {split.describe()}", file=stream)
         break
     if emit_mlir is not None:
         _write(emit_mlir, mlir, "--emit-mlir")
