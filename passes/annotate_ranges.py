@@ -14,7 +14,9 @@ A dynamic loop with none of these is left without a range and gets a warning.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 from dcmlir.dim_tracing import ArgDim, DimOrigin, parse_arg_dim, trace_dim
 from dcmlir.ir.mlir import ir, linalg
@@ -31,6 +33,10 @@ class AnnotateRangesPass(ModulePass):
     range: str = option("", "LO:HI (inclusive) for every dynamic dim without a better source")
     dims: tuple[str, ...] = option((), "per-argument ranges: argN.D=LO:HI,... (argument N, dim D)")
 
+    missing_hint: ClassVar[str | None] = "pass range=LO:HI or dims=argN.D=LO:HI"
+    """What the warning for a dynamic loop left without a range tells the user to do; None:
+    no warning (the caller reports missing ranges itself, or needs none)."""
+
     def __post_init__(self) -> None:
         if self.range:
             parse_range(self.range)
@@ -40,12 +46,21 @@ class AnnotateRangesPass(ModulePass):
         return parse_range(self.range) if self.range else None
 
     def overrides(self) -> dict[ArgDim, tuple[int, int]]:
+        """The ``argN.D=LO:HI`` items by argument dim; one dim given twice is an error (the
+        last one used to win silently)."""
         found: dict[ArgDim, tuple[int, int]] = {}
+        given: dict[ArgDim, str] = {}
         for item in self.dims:
             where, has_range, text = item.partition("=")
             if not has_range:
                 raise ValueError(f"'{item}' in dims is not argN.D=LO:HI")
-            found[parse_arg_dim(where)] = parse_range(text)
+            arg_dim = parse_arg_dim(where)
+            if arg_dim in given:
+                raise ValueError(
+                    f"two ranges for {arg_dim} ('{given[arg_dim]}' and '{item}'); give one"
+                )
+            found[arg_dim] = parse_range(text)
+            given[arg_dim] = item
         return found
 
     def apply(self, ctx: PassContext, module: ir.Operation) -> None:
@@ -89,20 +104,23 @@ class AnnotateRangesPass(ModulePass):
             return origin.assumed
         if default is not None:
             return default
-        ctx.warning(
-            op,
-            f"no range for dynamic loop d{loop}; pass range=LO:HI or dims=argN.D=LO:HI",
-        )
+        if self.missing_hint is not None:
+            ctx.warning(op, f"no range for dynamic loop d{loop}; {self.missing_hint}")
         return None
 
     @staticmethod
     def check_overrides_exist(
         ctx: PassContext, module: ir.Operation, overrides: dict[ArgDim, tuple[int, int]]
     ) -> None:
-        """An override naming no dynamic argument dim is a typo: say so, do not ignore it."""
+        """An override naming no dynamic argument dim is a typo: say so, do not ignore it.
+
+        ``argN.D`` numbers the arguments of every function alike: one that names a dynamic
+        dim of several functions bounds each of them, which gets a warning naming them.
+        """
         if not overrides:
             return
-        dynamic = dynamic_argument_dims(module)
+        functions = dynamic_argument_dims_by_function(module)
+        dynamic = {arg_dim for found in functions.values() for arg_dim in found}
         for arg_dim in overrides:
             if arg_dim not in dynamic:
                 known = ", ".join(str(a) for a in sorted(dynamic, key=str)) or "none"
@@ -110,6 +128,15 @@ class AnnotateRangesPass(ModulePass):
                     module,
                     f"dims: {arg_dim} is not a dynamic dimension of any function argument "
                     f"(dynamic ones: {known})",
+                )
+            holders = [function for function, found in functions.items() if arg_dim in found]
+            if len(holders) > 1:
+                names = ", ".join(f"@{_symbol(function)}" for function in holders)
+                ctx.warning(
+                    holders[1],
+                    f"dims: {arg_dim} is a dynamic dimension of {len(holders)} functions "
+                    f"({names}): its range bounds each of them (argN.D numbers the arguments "
+                    "of every function)",
                 )
 
 
@@ -131,18 +158,65 @@ def dynamic_loop_origins(op: ir.Operation) -> dict[int, DimOrigin]:
 
 
 def dynamic_argument_dims(module: ir.Operation) -> set[ArgDim]:
-    found: set[ArgDim] = set()
+    """Every dynamic dim of a ``func.func`` argument of ``module``, as ``argN.D``."""
+    return {
+        arg_dim for found in dynamic_argument_dims_by_function(module).values() for arg_dim in found
+    }
+
+
+def dynamic_argument_dims_by_function(module: ir.Operation) -> dict[ir.Operation, set[ArgDim]]:
+    """The dynamic argument dims of each ``func.func`` with a body, in IR order."""
+    found: dict[ir.Operation, set[ArgDim]] = {}
     dynamic_size = ir.ShapedType.get_dynamic_size()
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name != "func.func" or not op.regions[0].blocks:
             return ir.WalkResult.ADVANCE
+        dims = found.setdefault(op, set())
         for arg in op.regions[0].blocks[0].arguments:
             if isinstance(arg.type, ir.RankedTensorType):
                 for dim, size in enumerate(arg.type.shape):
                     if size == dynamic_size:
-                        found.add(ArgDim(arg.arg_number, dim))
+                        dims.add(ArgDim(arg.arg_number, dim))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
+
+
+def _symbol(function: ir.Operation) -> str:
+    return ir.StringAttr(function.attributes["sym_name"]).value
+
+
+@dataclass(frozen=True)
+class DimsOptionPass(AnnotateRangesPass):
+    """The pass behind the ``--dims`` option of the ``dcmlir`` commands (repeatable: one
+    ``LO:HI`` for every dim, ``ARG.DIM=LO:HI`` per argument dim): its hints name that option,
+    not the pass's ``range=``."""
+
+    missing_hint: ClassVar[str | None] = "give --dims LO:HI (or ARG.DIM=LO:HI)"
+
+    @classmethod
+    def from_dims(cls, items: Sequence[str]) -> Self:
+        """The pass for ``--dims`` given as ``items``; a ValueError (one line, without the
+        option's name) for an empty item, two ``LO:HI`` or a malformed range."""
+        default = ""
+        overrides = []
+        for item in items:
+            if not item.strip():
+                raise ValueError("an empty range; write LO:HI (e.g. 1:128) or ARG.DIM=LO:HI")
+            if "=" in item:
+                overrides.append(item)
+            elif default:
+                raise ValueError(f"two ranges for every dim ('{default}' and '{item}')")
+            else:
+                default = item
+        return cls(range=default, dims=tuple(overrides))
+
+
+@dataclass(frozen=True)
+class QuietDimsOptionPass(DimsOptionPass):
+    """``--dims`` where a missing range needs no warning: ``dcmlir tune`` stops on it with
+    one error line of its own, ``dcmlir measure`` takes its shapes from ``--shapes``."""
+
+    missing_hint: ClassVar[str | None] = None

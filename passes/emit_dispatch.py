@@ -26,7 +26,9 @@ Two things keep the dispatched module as fast as IREE's own around the tuned op:
 - *shapes are tied at IREE's global-optimization level*: in a ``util.func``
   (IREE's functions after its ABI conversion) the cascade's dynamic results get
   ``flow.tensor.tie_shape`` with their sizes, which IREE needs to resolve the
-  dims of a region's results.
+  dims of a region's results; so do cascades inside a loop (``scf.for``) in any
+  function: IREE resolves the dims of a loop-carried tensor through the shape of
+  the value the loop yields, which an ``scf.if`` does not give.
 """
 
 from __future__ import annotations
@@ -304,7 +306,7 @@ def _rewrite(target: _Target) -> None:
                 chosen = _emit_cases(target, sizes, case, kernels, result_types, packed)
             scf.YieldOp(chosen)
         results = list(cascade.results)
-        if _function_of(op) == "util.func":
+        if _function_of(op) == "util.func" or _inside_loop(op):
             results = [_tie_shape(value, sizes) for value in results]
         results = [group.restore(value, sizes) for value in results]
     _replace_group(target, results)
@@ -332,6 +334,18 @@ def _function_of(op: ir.Operation) -> str | None:
     while parent is not None and parent.name not in FUNCTION_OPS:
         parent = parent.parent
     return None if parent is None else parent.name
+
+
+def _inside_loop(op: ir.Operation) -> bool:
+    """True when a region op other than the function holds ``op`` (``scf.for``, ...): a
+    loop carries the cascade's result as a block argument, whose dims IREE resolves only
+    through the yielded value's shape, which an ``scf.if`` does not give."""
+    parent = op.parent
+    while parent is not None and parent.name not in FUNCTION_OPS:
+        if parent.name != "scf.if":
+            return True
+        parent = parent.parent
+    return False
 
 
 def _tie_shape(value: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:

@@ -3,6 +3,7 @@ through and says so), a non-zero exit where it is an error, and nothing half-wri
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -17,12 +18,15 @@ from test_bench import SMALL_DENSE, small_plan
 
 from dcmlir.codegen.kernel import check_tolerance, input_shapes, reference
 from dcmlir.dispatch import Plan
+from dcmlir.driver import load_model
 from dcmlir.driver.tuning import _nothing_ran
+from dcmlir.ir.diagnostics import UNREGISTERED_DIALECT
 from dcmlir.ir.iree import load_function
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.space import DefaultCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.tools.cli import main
+from dcmlir.tools.dcmlir_opt import DcmlirOptMain
 
 STATIC = """func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
@@ -533,3 +537,205 @@ def test_tuning_a_huge_range_stays_within_a_budget_of_time_and_memory(files, mod
     assert int(code) == 0, result.stderr[-2000:]
     assert float(seconds) < 120 and int(peak_kib) < 1024 * 1024, (seconds, peak_kib)
     assert Plan.load(files.out).workloads
+
+
+TWO_FUNCTIONS = """func.func @first(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>, %init: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %r = linalg.matmul ins(%x, %w : tensor<?x8xf32>, tensor<8x8xf32>) outs(%init : tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+func.func @second(%x: tensor<?x16xf32>, %w: tensor<16x8xf32>, %init: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %r = linalg.matmul ins(%x, %w : tensor<?x16xf32>, tensor<16x8xf32>) outs(%init : tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+"""
+
+
+def test_dims_naming_an_argument_of_two_functions_says_so(files, capsys) -> None:
+    """``arg0.0`` numbers every function's arguments: on a two-function module it bounded
+    both silently."""
+    source = files.tmp / "two.mlir"
+    source.write_text(TWO_FUNCTIONS)
+    warning = (
+        f"{source}:5:1: warning: dims: arg0.0 is a dynamic dimension of 2 functions (@first,"
+        " @second): its range bounds each of them (argN.D numbers the arguments of every"
+        " function)"
+    )
+    code, out, err = run(capsys, "workloads", str(source), "--dims", "arg0.0=2:9")
+    assert code == 0
+    assert one_line(err) == warning
+    assert out.count("?[2..9]") == 2, out  # both ops got the range, as the warning says
+    stream = io.StringIO()
+    load_model(source, ["arg0.0=2:9"], stream, level="input")  # dcmlir tune's loading
+    assert one_line(stream.getvalue()) == warning
+    # a dim only one function has: no warning
+    code, _, err = run(capsys, "workloads", files.dense, "--dims", "arg0.0=2:9")
+    assert code == 0 and err == ""
+
+
+def test_workloads_takes_the_dims_tune_takes(files, capsys) -> None:
+    """``dcmlir workloads --dims arg0.0=2:9`` was rejected ('not LO:HI with integers')."""
+    for dims in (["arg0.0=2:9"], ["1:100", "arg0.0=2:9"]):
+        code, out, err = run(capsys, "workloads", files.dense, *[f"--dims={d}" for d in dims])
+        assert code == 0 and err == "", err
+        assert "?[2..9]" in out, out
+    code, out, _ = run(capsys, "workloads", files.dense, "--dims", "3:5")
+    assert code == 0 and "?[3..5]" in out
+
+
+def test_a_workload_without_a_range_names_the_option_of_the_command(files, capsys) -> None:
+    """``dcmlir workloads`` and ``dcmlir measure`` told the user to 'pass range=LO:HI', an
+    option of the ``dcmlir-opt`` pass that neither command has; measure needs no range."""
+    code, _, err = run(capsys, "workloads", files.dense)
+    assert code == 0
+    assert one_line(err).endswith(
+        "warning: no range for dynamic loop d0; give --dims LO:HI (or ARG.DIM=LO:HI)"
+    )
+    # measure takes its shapes from --shapes: the one line is the error in --shapes
+    code, _, err = run(capsys, "measure", files.dense, "--shapes", "0", "--db", files.db)
+    assert code == 1
+    assert one_line(err) == (
+        "dcmlir: error: --shapes: '0' is not a positive integer (sizes start at 1)"
+    )
+
+
+@pytest.mark.parametrize("command", ["tune", "workloads"])
+def test_one_argument_dim_given_twice_is_an_error(files, capsys, command) -> None:
+    """A repeated ``--dims arg0.0=...`` kept the last range silently."""
+    extra = ["--db", files.db, "-o", files.out] if command == "tune" else []
+    code, out, err = run(
+        capsys, command, files.dense, "--dims", "arg0.0=1:8", "--dims", "arg0.0=1:16", *extra
+    )
+    assert code == 1 and out == ""
+    assert one_line(err) == (
+        "dcmlir: error: --dims: two ranges for arg0.0 ('arg0.0=1:8' and 'arg0.0=1:16'); give one"
+    )
+    assert not Path(files.db).exists() and not Path(files.out).exists()
+
+
+UNREGISTERED = """func.func @main(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %r = "mydialect.op"(%x) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+"""
+
+
+def test_an_unregistered_dialect_is_not_told_to_use_a_flag_dcmlir_lacks(files, capsys) -> None:
+    """MLIR's parser says 'please use -allow-unregistered-dialect': neither dcmlir nor
+    dcmlir-opt has that flag."""
+    source = files.tmp / "unregistered.mlir"
+    source.write_text(UNREGISTERED)
+    expected = f"{source}:2:22: error: {UNREGISTERED_DIALECT}"
+    assert "allow-unregistered-dialect" not in expected
+    for command in (
+        ["workloads", str(source)],
+        ["tune", str(source), "--dims", "1:8", "--db", files.db, "-o", files.out],
+        ["compile", str(source), "--plan", files.plan, "-o", str(files.tmp / "x.vmfb")],
+    ):
+        code, _, err = run(capsys, *command)
+        assert code == 1
+        assert one_line(err) == expected
+    stderr = io.StringIO()
+    assert DcmlirOptMain([str(source)], stdout=io.StringIO(), stderr=stderr).run() == 1
+    assert one_line(stderr.getvalue()) == expected
+    assert not Path(files.out).exists()
+
+
+@pytest.mark.parametrize(
+    ("seq", "reason"),
+    [
+        ("1:1e23", "range '1:1e23' is not LO:HI with integers, e.g. 1:128"),
+        (
+            f"1:{10**23}",
+            f"range '1:{10**23}': {10**23} does not fit a 64-bit index (at most {2**63 - 1})",
+        ),
+        ("0:8", "range '0:8' must start at 1 or more"),
+    ],
+)
+def test_generate_bert_refuses_a_sequence_range_it_cannot_write(files, capsys, seq, reason):
+    """``generate-bert --seq 1:1e23`` wrote a module that did not parse, and exited 0."""
+    output = files.tmp / "bert.mlir"
+    code, out, err = run(capsys, "generate-bert", "-o", str(output), "--seq", seq)
+    assert code == 2 and out == ""
+    assert one_line(err) == (
+        f"dcmlir: error: argument --seq: {reason} (see 'dcmlir generate-bert --help')"
+    )
+    assert not output.exists() and not output.with_suffix(".irpa").exists()
+
+
+LOOPED = """func.func @main(%a: tensor<?x16xf32>, %b: tensor<16x16xf32>) -> tensor<?x16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %a, %c0 : tensor<?x16xf32>
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%x = %a) -> tensor<?x16xf32> {
+    %e = tensor.empty(%m) : tensor<?x16xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x16xf32>) -> tensor<?x16xf32>
+    %y = linalg.matmul ins(%x, %b : tensor<?x16xf32>, tensor<16x16xf32>) outs(%f : tensor<?x16xf32>) -> tensor<?x16xf32>
+    scf.yield %y : tensor<?x16xf32>
+  }
+  return %r : tensor<?x16xf32>
+}
+"""
+
+
+def test_a_matmul_in_a_loop_compiles_with_its_plan(files, capsys) -> None:
+    """IREE's default compiled it; with a plan, compile failed with "'tensor.dim' op
+    unexpected during shape cleanup": the cascade read M from the loop-carried tensor, and
+    the scf.if it yields gives the loop no shape to resolve that dim through."""
+    source, plan, vmfb = files.tmp / "loop.mlir", files.tmp / "loop.json", files.tmp / "l.vmfb"
+    source.write_text(LOOPED)
+    small_plan(LOOPED).save(plan)
+    code, out, err = run(capsys, "compile", str(source), "--plan", str(plan), "-o", str(vmfb))
+    assert code == 0, err
+    assert "1 op(s) dispatched" in out + err
+    function = load_function(vmfb.read_bytes(), "main")
+    rng = np.random.default_rng(0)
+    weight = (rng.random((16, 16), np.float32) - 0.5).astype(np.float32)
+    for t in (1, 3, 4, 5, 16, 17):  # the skinny kernel, IREE's default, past the range
+        x = rng.random((t, 16), np.float32)
+        expected = x.astype(np.float64) @ weight @ weight @ weight
+        np.testing.assert_allclose(function(x, weight)[0], expected, rtol=1e-4, atol=1e-5)
+
+
+STABLEHLO = """func.func @main(%a: tensor<?x16xf32>, %b: tensor<16x32xf32>) -> tensor<?x32xf32> {
+  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
+}
+"""
+
+TOSA = """func.func @main(%a: tensor<1x?x16xf32>, %b: tensor<1x16x32xf32>) -> tensor<1x?x32xf32> {
+  %za = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
+  %zb = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
+  %r = tosa.matmul %a, %b, %za, %zb : (tensor<1x?x16xf32>, tensor<1x16x32xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x?x32xf32>
+  return %r : tensor<1x?x32xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "lead"), [(STABLEHLO, ()), (TOSA, (1,))], ids=["stablehlo", "tosa"]
+)
+def test_a_dialect_tuned_at_global_optimization_compiles_with_its_plan(
+    files, capsys, text, lead
+) -> None:
+    """``compile`` looked for a linalg op in the raw StableHLO/TOSA input, said "the plan is
+    not used" and threw the tuning away; it now looks after lowering, as tune does."""
+    source, vmfb = files.tmp / "in.mlir", files.tmp / "in.vmfb"
+    source.write_text(text)
+    quick = ["--min-time", "0.002", "--rounds", "1", "--budget", "4"]
+    code, _, err = run(
+        capsys, "tune", str(source), "--dims", "1:8", "--db", files.db, "-o", files.out, *quick
+    )
+    assert code == 0, err
+    assert Plan.load(files.out).workloads
+    code, out, err = run(capsys, "compile", str(source), "--plan", files.out, "-o", str(vmfb))
+    assert code == 0, err
+    assert "plan is not used" not in out + err
+    assert "1 op(s) dispatched" in out + err
+    function = load_function(vmfb.read_bytes(), "main")
+    rng = np.random.default_rng(1)
+    b = rng.random((*lead, 16, 32), np.float32)
+    for t in (1, 5, 8, 9):
+        a = rng.random((*lead, t, 16), np.float32)
+        np.testing.assert_allclose(function(a, b)[0], a @ b, rtol=1e-5)

@@ -149,9 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("input", metavar="INPUT.mlir", help="MLIR file ('-' for stdin)")
     listing.add_argument(
         "--dims",
-        metavar="LO:HI",
-        help="range (inclusive) for every dynamic dim whose range the IR does not give "
-        "(util.assume.int bounds and recorded dcmlir.dim_ranges win)",
+        action="append",
+        default=[],
+        metavar="LO:HI | ARG.DIM=LO:HI",
+        help="as for dcmlir tune: range (inclusive) of every dynamic dim whose range the IR "
+        "does not give (util.assume.int bounds and recorded dcmlir.dim_ranges win), or of one "
+        "argument dim (arg0.0=1:128); repeatable",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON report instead")
     listing.set_defaults(run=cmd_workloads)

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if isinstance(target, CudaTarget) and args.route == "td":
         raise CliError(TD_ON_CUDA)
     source, text = read_input(args.input)
-    listing = list_workloads(text, source, None, err)
+    listing = list_workloads(text, source, (), err, ranges_needed=False)
     unique: dict[str, Workload] = {}
     for workload in listing.found:
         unique.setdefault(workload.key, workload)

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,8 +23,8 @@ from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.inputs import InputError, read_module_source
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
-from dcmlir.passes.annotate_ranges import AnnotateRangesPass
-from dcmlir.shapes import Shape, parse_range, parse_shapes
+from dcmlir.passes.annotate_ranges import DimsOptionPass, QuietDimsOptionPass
+from dcmlir.shapes import Shape, parse_shapes
 from dcmlir.workload import Workload, workloads
 
 PROG = "dcmlir"
@@ -146,28 +147,33 @@ class WorkloadListing:
     lines: list[str] = field(default_factory=list)
 
 
-def fill_ranges(module: ir.Operation, dims: str, ctx: PassContext) -> None:
-    """Record the ranges the IR gives; ``dims`` (LO:HI, or "") for every loop without one."""
-    with suppress(PassFailure):  # the pass emitted its error diagnostic
-        AnnotateRangesPass(range=dims).apply(ctx, module)
+def list_workloads(
+    text: str,
+    source: str,
+    dims: Sequence[str],
+    stderr: IO[str],
+    *,
+    ranges_needed: bool = True,
+) -> WorkloadListing:
+    """Parse a module and describe its dynamic ops; ``dims`` (``--dims`` as ``dcmlir tune``
+    takes it: ``LO:HI``, ``ARG.DIM=LO:HI``) fills unknown ranges.
 
-
-def list_workloads(text: str, source: str, dims: str | None, stderr: IO[str]) -> WorkloadListing:
-    """Parse a module and describe its dynamic ops; ``dims`` (LO:HI) fills unknown ranges.
-
-    Diagnostics go to ``stderr``; an error among them becomes :class:`CliError`.
+    Diagnostics go to ``stderr``; an error among them becomes :class:`CliError`. A loop
+    left without a range gets a warning naming ``--dims`` unless ``ranges_needed`` is
+    False (``dcmlir measure`` takes its shapes from ``--shapes``).
     """
-    if dims is not None:
-        try:
-            parse_range(dims)
-        except ValueError as err:
-            raise CliError(f"--dims: {err}") from None
+    kind = DimsOptionPass if ranges_needed else QuietDimsOptionPass
+    try:
+        annotate = kind.from_dims(dims)
+    except ValueError as err:
+        raise CliError(f"--dims: {err}") from None
     engine = DiagnosticEngine(source)
     listing = WorkloadListing(source)
     with ir.Context() as context, engine.capture(context):
         module = engine.parse(text)
         if module is not None:  # ranges the IR assumes (util.assume.int) count without --dims
-            fill_ranges(module.operation, dims or "", PassContext(engine, stderr))
+            with suppress(PassFailure):  # the pass emitted its error diagnostic
+                annotate.apply(PassContext(engine, stderr), module.operation)
         if module is not None and not engine.has_errors:
             for op, result in workloads(module.operation, source):
                 if isinstance(result, Workload):

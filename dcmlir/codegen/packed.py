@@ -55,13 +55,42 @@ Dims = Mapping[int, ir.Value]
 
 
 def loop_dims(op: ir.Operation, workload: Workload) -> dict[int, ir.Value]:
-    """``tensor.dim`` of an operand dim carrying each dynamic loop, at the insertion point."""
-    return {
-        d.index: tensor.DimOp(
-            op.operands[d.source.operand], arith.ConstantOp(ir.IndexType.get(), d.source.dim)
+    """``tensor.dim`` of an operand dim carrying each dynamic loop, at the insertion point.
+
+    An operand that is a region's block argument (an ``scf.for`` iter_arg) is the last
+    choice: IREE cannot resolve the dim of a loop-carried tensor once it leaves the flow
+    dialect ("'tensor.dim' op unexpected during shape cleanup"), while the init's dim
+    traces back to a ``tensor.empty`` size.
+    """
+    found: dict[int, ir.Value] = {}
+    for d in workload.dynamic_dims:
+        operand, dim = _resolvable_source(op, workload, d.index)
+        found[d.index] = tensor.DimOp(
+            op.operands[operand], arith.ConstantOp(ir.IndexType.get(), dim)
         ).result
-        for d in workload.dynamic_dims
-    }
+    return found
+
+
+def _resolvable_source(op: ir.Operation, workload: Workload, loop: int) -> tuple[int, int]:
+    """(operand, dim) holding ``loop``'s extent, preferring a value not carried by a loop."""
+    sources = [
+        (operand, dim)
+        for operand, loops in enumerate(workload.operand_loops)
+        for dim, carried in enumerate(loops)
+        if carried == loop
+    ]
+    for operand, dim in sources:
+        if not _region_argument(op.operands[operand]):
+            return operand, dim
+    source = workload.dims[loop].source
+    return source.operand, source.dim
+
+
+def _region_argument(value: ir.Value) -> bool:
+    """True for a block argument of a region nested in a function (loop-carried)."""
+    if not isinstance(value, ir.BlockArgument):
+        return False
+    return value.owner.owner.name not in ("func.func", "util.func")
 
 
 def _iteration_sizes(workload: Workload, m0: int | None) -> list[int | None]:

@@ -77,19 +77,18 @@ def compile(
         )
     _check_plan_origin(loaded, str(plan), allow_other_iree, stream)
     source, text = read_source(input)
-    if loaded.workloads and not _has_dynamic_ops(text, source):
-        print(
-            f"dcmlir: {source} has no dynamic-shape linalg op: compiled as IREE compiles it,"
-            " the plan is not used",
-            file=stream,
-        )
-        loaded = dataclasses.replace(loaded, workloads=(), level="input")
     flags: tuple[str, ...] = ()
     if loaded.level == GLOBAL_OPT:
-        text = lower_to_global_optimization(
+        # checked after lowering: StableHLO, TOSA and torch input has no linalg op before
+        lowered = lower_to_global_optimization(
             _with_module_attributes(text, source, loaded.target), loaded.target, source
         )
-        flags = ("--compile-from=global-optimization",)
+        if not loaded.workloads or _has_dynamic_ops(lowered, source):
+            text, flags = lowered, ("--compile-from=global-optimization",)
+        else:
+            loaded = _plan_not_used(loaded, source, stream)
+    elif loaded.workloads and not _has_dynamic_ops(text, source):
+        loaded = _plan_not_used(loaded, source, stream)
     # the entry split (dcmlir-split-entry) needs IREE's data tiling, which starts before
     # global optimization; where data tiling cannot compile the module, no split
     attempts = (True, False) if loaded.level != GLOBAL_OPT else (False,)
@@ -121,6 +120,16 @@ def compile(
     if output is not None:
         _write(output, built.vmfb, "-o")
     return CompileResult(built.vmfb, mlir, dispatched, split)
+
+
+def _plan_not_used(plan: Plan, source: str, stream: IO[str]) -> Plan:
+    """Say that ``source`` has nothing the plan could dispatch; the empty plan to compile with."""
+    print(
+        f"dcmlir: {source} has no dynamic-shape linalg op: compiled as IREE compiles it,"
+        " the plan is not used",
+        file=stream,
+    )
+    return dataclasses.replace(plan, workloads=(), level="input")
 
 
 def _emit(

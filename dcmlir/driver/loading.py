@@ -27,7 +27,7 @@ from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.inputs import read_module_source
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
-from dcmlir.passes.annotate_ranges import AnnotateRangesPass
+from dcmlir.passes.annotate_ranges import AnnotateRangesPass, QuietDimsOptionPass
 from dcmlir.search.model_graph import ModelGraph
 from dcmlir.target import Target, target_from_name
 from dcmlir.workload import NotAWorkload, Workload, workloads
@@ -85,16 +85,15 @@ def load_model(
     if level not in LEVEL_CHOICES:
         raise TuneError(f"--level: '{level}' is not one of {', '.join(LEVEL_CHOICES)}")
     source, text = read_source(path)
-    default, overrides = _dims_arguments(dims)
-    try:
-        annotate = AnnotateRangesPass(range=default, dims=overrides)
+    try:  # a loop left without a range is one error line below, not a warning before it
+        annotate = QuietDimsOptionPass.from_dims(dims)
     except ValueError as err:
         raise TuneError(f"--dims: {err}") from None
     annotated, graph, skipped = _annotated(text, source, annotate, stream, target)
     chosen, reason = "input", "asked for" if level == "input" else ""
     if level != "input":
         lowered = lower_to_global_optimization(annotated, target or _cpu(), source)
-        fill = AnnotateRangesPass(range=default)
+        fill = QuietDimsOptionPass(range=annotate.range)
         go_text, go_graph, go_skipped = _annotated(lowered, source, fill, stream, None)
         before = Counter(graph.counts())
         after = Counter(go_graph.counts())
@@ -153,22 +152,6 @@ def add_module_attributes(module: ir.Module, target: Target) -> None:
             module.operation.attributes[named.name] = named.attr
 
 
-def _dims_arguments(dims: Sequence[str]) -> tuple[str, tuple[str, ...]]:
-    """``["1:128", "arg0.1=1:64"]`` -> ("1:128", ("arg0.1=1:64",)) for annotate-ranges."""
-    default = ""
-    overrides = []
-    for item in dims:
-        if not item.strip():
-            raise TuneError("--dims: an empty range; write LO:HI (e.g. 1:128) or ARG.DIM=LO:HI")
-        if "=" in item:
-            overrides.append(item)
-        elif default:
-            raise TuneError(f"--dims: two ranges for every dim ('{default}' and '{item}')")
-        else:
-            default = item
-    return default, tuple(overrides)
-
-
 def _annotated(
     text: str,
     source: str,
@@ -176,7 +159,10 @@ def _annotated(
     stream: IO[str],
     target: Target | None,
 ) -> tuple[str, ModelGraph, list[str]]:
-    """Parse, record ranges, add the target's module attributes; (text, graph, skipped)."""
+    """Parse, record ranges, add the target's module attributes; (text, graph, skipped).
+
+    The pass's warnings (a ``--dims`` item that bounds several functions) go to ``stream``.
+    """
     engine = DiagnosticEngine(source)
     with ir.Context() as context, engine.capture(context):
         module = engine.parse(text)
@@ -186,6 +172,9 @@ def _annotated(
             annotate.apply(PassContext(engine, stream), module.operation)
         except PassFailure:
             raise TuneError(engine.first_error()) from None
+        for diagnostic in engine.diagnostics:
+            if diagnostic.severity == "warning":
+                print(diagnostic.format(), file=stream)
         if target is not None:
             add_module_attributes(module, target)
         graph = ModelGraph.from_module(module.operation, source)

@@ -76,7 +76,7 @@ class DiagnosticEngine:
         return Diagnostic(
             _MLIR_SEVERITY.get(diag.severity, "error"),
             source_loc(diag.location, self.source_name),
-            diag.message,
+            reword(diag.message),
             tuple(self.convert(note) for note in diag.notes),
         )
 
@@ -117,6 +117,23 @@ class DiagnosticEngine:
             yield self
         finally:
             handle.detach()
+
+
+_UNREGISTERED = (
+    "operation being parsed with an unregistered dialect. If this is intended, please use "
+    "-allow-unregistered-dialect with the MLIR tool used"
+)
+UNREGISTERED_DIALECT = (
+    "operation of an unregistered dialect: dcmlir reads the dialects IREE compiles (linalg, "
+    "tensor, arith, stablehlo, tosa, torch, ...); convert the op to one of them first"
+)
+
+
+def reword(message: str) -> str:
+    """MLIR's message, minus advice that does not apply to dcmlir: the parser suggests
+    ``-allow-unregistered-dialect``, a flag neither ``dcmlir`` nor ``dcmlir-opt`` has (an
+    unregistered op could not be compiled by IREE anyway)."""
+    return message.replace(_UNREGISTERED, UNREGISTERED_DIALECT)
 
 
 # expected-error @+1 {{message}}, expected-remark@below {{...}}, expected-note {{...}}
