@@ -18,7 +18,7 @@ from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
-from dcmlir.space import space_for
+from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer
 from dcmlir.workload import workloads
@@ -57,12 +57,15 @@ def test_selection_uses_measurements_where_it_has_them(tmp_path: Path) -> None:
         if (chosen, shape) not in result.measured:
             continue
         # among the chosen kernels measured at this shape, the choice is the fastest measured
+        # (or ties with it: within tie_margin a shape takes the kernel serving most shapes)
         measured = {
             k.key(): result.measured[(k.key(), shape)]
             for k in result.kernels
             if (k.key(), shape) in result.measured
         }
-        assert result.measured[(chosen, shape)] == min(measured.values())
+        assert result.measured[(chosen, shape)] <= min(measured.values()) * (
+            1 + SearchSettings().tie_margin
+        )
 
 
 def test_verification_beats_the_model_alone(tmp_path: Path) -> None:
@@ -116,3 +119,41 @@ def test_search_needs_ranges() -> None:
         ((_, workload),) = list(workloads(parse_module(DENSE).operation))
     with pytest.raises(ValueError, match="has no range"):
         shapes_in_range(workload, 256)
+
+
+class RaggedCliff(FakeMeasurer):
+    """A machine where a vector tile of 4 rows or more that does not divide T runs 15x
+    slower than the trivial model says: the remainder cliff of IREE's peeled loops."""
+
+    def time(self, candidate, shape):  # type: ignore[no-untyped-def]
+        seconds = super().time(candidate, shape)
+        rows = getattr(candidate, "vector_m", None)
+        if rows and rows >= 4 and shape[0] % rows:
+            seconds *= 15
+        return seconds
+
+
+@pytest.mark.parametrize("budget", [40, 60, 100, 200])
+def test_no_kernel_is_chosen_where_a_remainder_was_never_measured(tmp_path, budget) -> None:
+    """A kernel measured only where its tiles divide was chosen on ragged shapes with a
+    2x guess of the remainder's cost: 10x and 27x slower than IREE's default at some T
+    (attention scores: 22x at T=48). Kept measurements prove each chosen kernel where it
+    is chosen, siblings with the same tiles share what a remainder costs, and a kernel
+    still unproven at the end is ruled out there. The fake's own noise is below 2x."""
+    workload = dense_with_range(1, 64)
+    measurer = RaggedCliff(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False))
+    result = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(workload, TARGET, seed=0),
+        space_for(TARGET),
+        SearchSettings(budget=budget, max_kernels=4, verify_batch=16),
+        stream=io.StringIO(),
+    ).run()
+    assert result.measurements <= budget
+    default = DefaultCandidate()
+    worst = max(
+        measurer.time(result.kernels[k], shape) / measurer.time(default, shape)
+        for shape, k in result.choice.items()
+    )
+    assert worst < 2.0, (worst, [k.key() for k in result.kernels])

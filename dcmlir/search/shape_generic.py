@@ -33,7 +33,7 @@ from typing import IO, Protocol
 import numpy as np
 
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
-from dcmlir.cost_model import pad
+from dcmlir.cost_model import pad, pad_tiles
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
@@ -178,6 +178,7 @@ class ShapeGenericSearch:
             [[pad(workload, c, shape) == 1 for c in self.candidates] for shape in self.shapes],
             dtype=bool,
         ).reshape(len(self.shapes), len(self.candidates))
+        self.remainder_tiles = [_remainder_tiles(workload, c) for c in self.candidates]
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -236,8 +237,10 @@ class ShapeGenericSearch:
         for row, column, value in observed:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
         estimate = predicted * by_shape[:, None]
+        penalties = self._remainder_penalties(residual)
         for column, points in residual.items():
-            estimate[:, column] *= self._candidate_correction(column, points)
+            penalty = penalties.get(self.remainder_tiles[column], UNSEEN_REMAINDER)
+            estimate[:, column] *= self._candidate_correction(column, points, penalty)
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
@@ -250,16 +253,43 @@ class ShapeGenericSearch:
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
 
-    def _candidate_correction(self, column: int, points: list[tuple[int, float]]) -> np.ndarray:
+    def _remainder_penalties(
+        self, residual: dict[int, list[tuple[int, float]]]
+    ) -> dict[tuple[int, ...], float]:
+        """What a remainder costs, by the tiles on the dynamic loops, from the candidates
+        measured both where their tiles divide and where they do not.
+
+        The remainder of a vector tile on a dynamic loop is a loop IREE peels, and its cost
+        depends on that tile, not on the workgroup: ``wg16x256:v4x64`` and ``wg8x128:v4x64``
+        run the same remainder code. A candidate never measured with a remainder takes
+        its siblings' measured ratio (ragged over exact) instead of the blind
+        :data:`UNSEEN_REMAINDER` (records: 10-20x for a 64-wide vector tile on an
+        attention batch matmul's dynamic N, where 2x let it be chosen).
+        """
+        logs: dict[tuple[int, ...], list[float]] = {}
+        for column, points in residual.items():
+            tiles = self.remainder_tiles[column]
+            if not tiles:
+                continue
+            fits = self.fits[:, column]
+            exact = [value for row, value in points if fits[row]]
+            ragged = [value for row, value in points if not fits[row]]
+            if exact and ragged:
+                logs.setdefault(tiles, []).append(float(np.mean(ragged) - np.mean(exact)))
+        return {tiles: max(math.exp(float(np.mean(v))), 1.0) for tiles, v in logs.items()}
+
+    def _candidate_correction(
+        self, column: int, points: list[tuple[int, float]], penalty: float = UNSEEN_REMAINDER
+    ) -> np.ndarray:
         """What this candidate's measurements say beyond the shape correction, per shape.
 
         Shapes its micro-kernel tiles divide exactly and shapes that leave a
         remainder behave differently on CPU (IREE peels remainders into slower
         loops), so each kind is corrected only from measurements of the same
-        kind. A candidate never measured with a remainder is assumed
-        :data:`UNSEEN_REMAINDER` times slower there than the model says, until
-        a measurement shows otherwise: a kernel that shone on its cherry-picked
-        exact fit is not trusted blindly next to it.
+        kind. A candidate never measured with a remainder is assumed ``penalty``
+        times slower there than the model says (its siblings' measured ratio, else
+        :data:`UNSEEN_REMAINDER`), until a measurement shows otherwise: a kernel
+        that shone on its cherry-picked exact fit is not trusted blindly next to it.
         """
         fits = self.fits[:, column]
         exact = [(row, value) for row, value in points if fits[row]]
@@ -272,7 +302,7 @@ class ShapeGenericSearch:
         if ragged:
             correction[~fits] = self._interpolate(ragged)[~fits]
         elif exact:
-            correction[~fits] = self._interpolate(exact)[~fits] * UNSEEN_REMAINDER
+            correction[~fits] = self._interpolate(exact)[~fits] * penalty
         return correction
 
     def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
@@ -335,6 +365,61 @@ class ShapeGenericSearch:
                 break
         return pairs
 
+    def _reserve(self) -> int:
+        """Measurements kept back for proving the final choice (:meth:`_unproven`)."""
+        return max(2 * self.settings.max_kernels, self.settings.budget // 10)
+
+    def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
+        """The selection once the budget is spent, with no kernel in it on estimates alone:
+        a kernel still unproven where it was chosen is ruled out there (IREE's default, or
+        a proven kernel, takes the shapes) and the rest is selected again."""
+        estimate = estimate.copy()
+        while True:
+            kernels, choice = self.select(estimate)
+            unproven = self._unproven(kernels, choice)
+            if not unproven:
+                return kernels, choice
+            for candidate, shape in unproven:
+                column = self.keys.index(candidate.key())
+                position = kernels.index(column)
+                region = [self.shape_index[s] for s, k in choice.items() if k == position]
+                ragged_only = not self.fits[self.shape_index[shape], column]
+                for row in region:
+                    if not ragged_only or not self.fits[row, column]:
+                        estimate[row, column] = math.inf
+
+    def _unproven(
+        self, kernels: list[int], choice: dict[Shape, int]
+    ) -> list[tuple[Candidate, Shape]]:
+        """A measurement for each chosen kernel that has none of the kind its region needs.
+
+        A kernel chosen for a region on estimates alone is measured there once, and once
+        on a shape of the region its tiles do not divide when it has never been measured
+        with a remainder: a remainder can cost 10x what the model says, and no kernel
+        keeps a region without evidence of it (IREE's default is the floor)."""
+        pairs: list[tuple[Candidate, Shape]] = []
+        for position, column in enumerate(kernels):
+            if isinstance(self.candidates[column], DefaultCandidate):
+                continue
+            region = [shape for shape, k in choice.items() if k == position]
+            if not region:
+                continue
+            key = self.keys[column]
+            measured_rows = {
+                self.shape_index[shape]
+                for (k, shape) in self.measured
+                if k == key and shape in self.shape_index
+            }
+            fits = self.fits[:, column]
+            rows = [self.shape_index[shape] for shape in region]
+            if not measured_rows.intersection(rows):
+                pairs.append((self.candidates[column], region[len(region) // 2]))
+                continue
+            ragged = [row for row in rows if not fits[row]]
+            if ragged and all(fits[row] for row in measured_rows):
+                pairs.append((self.candidates[column], self.shapes[ragged[len(ragged) // 2]]))
+        return [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
+
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> SearchResult:
         start = time.perf_counter()
@@ -368,16 +453,20 @@ class ShapeGenericSearch:
             remaining = settings.budget - self.used
             if remaining <= 0:
                 break
-            pairs = self.verification_pairs(
-                estimate, kernels, choice, min(remaining, settings.verify_batch)
-            )
+            # the last measurements are kept for proving the kernels finally chosen
+            spread = remaining - self._reserve()
+            pairs = self._unproven(kernels, choice)
+            if not pairs and spread > 0:
+                pairs = self.verification_pairs(
+                    estimate, kernels, choice, min(spread, settings.verify_batch)
+                )
             if not pairs:
                 break
-            self._measure(pairs)
+            self._measure(pairs[:remaining])
             rounds += 1
         progress.set(progress.total)
         estimate, predicted = self.estimate()
-        kernels, choice = self.select(estimate)
+        kernels, choice = self._proven_selection(estimate)
         return SearchResult(
             workload=self.workload,
             shapes=self.shapes,
@@ -427,6 +516,15 @@ class ShapeGenericSearch:
 
     def _picked(self, candidate: Candidate) -> Shape:
         return tuple(self._cherry_pick(self.workload, candidate, self.shapes))
+
+
+def _remainder_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:
+    """The candidate's pad tiles on the dynamic loops (empty for IREE's own builds): the
+    candidates that share them run the same remainder code."""
+    tiles = pad_tiles(workload, candidate)
+    if tiles is None:
+        return ()
+    return tuple(tiles[d.index] for d in workload.dynamic_dims)
 
 
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
