@@ -315,6 +315,34 @@ util.func public @dense_global_opt(%x: tensor<?x768xf32>, %w: tensor<768x768xf32
   util.return %r : tensor<?x768xf32>
 }
 
+// In a loop that carries the activation, M is read from the init (its size traces to
+// %m, defined before the loop), not from the loop-carried %x, and the cascade's result
+// is tied to that size: IREE resolves the dims of a loop-carried tensor through the
+// value the loop yields, and an scf.if gives it none.
+// CHECK-LABEL: func.func @dense_in_loop
+// CHECK: scf.for {{.*}} iter_args(%[[XL:.*]] = %{{.*}}) -> (tensor<?x768xf32>)
+// CHECK: %[[IL:.*]] = linalg.fill
+// CHECK: %[[ML:.*]] = tensor.dim %[[IL]], %{{.*}} : tensor<?x768xf32>
+// CHECK-NOT: tensor.dim %[[XL]]
+// CHECK: %[[RL:.*]] = scf.if
+// CHECK: %[[TL:.*]] = flow.tensor.tie_shape %[[RL]] : tensor<?x768xf32>{%{{.*}}}
+// CHECK-NEXT: scf.yield %[[TL]] : tensor<?x768xf32>
+func.func @dense_in_loop(%x0: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %m = tensor.dim %x0, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%x = %x0) -> tensor<?x768xf32> {
+    %e = tensor.empty(%m) : tensor<?x768xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+    // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
+    %y = linalg.matmul ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+    scf.yield %y : tensor<?x768xf32>
+  }
+  return %r : tensor<?x768xf32>
+}
+
 // A projection with a constant weight (x @ W^T, as torch's Linear) dispatched to packed
 // kernels (docs/design.md section 12), on IREE's data-tiling encodings: the weight is
 // encoded once, before the cascade (IREE hoists it: the weight is a constant), and every

@@ -90,7 +90,7 @@ def _region_argument(value: ir.Value) -> bool:
     """True for a block argument of a region nested in a function (loop-carried)."""
     if not isinstance(value, ir.BlockArgument):
         return False
-    return value.owner.owner.name not in ("func.func", "util.func")
+    return value.owner.owner.operation.name not in ("func.func", "util.func")
 
 
 def _iteration_sizes(workload: Workload, m0: int | None) -> list[int | None]:
