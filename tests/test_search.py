@@ -27,10 +27,14 @@ TARGET = CpuTarget()
 
 
 def run_search(
-    tmp_path: Path, budget: int, name: str = "r.jsonl", hi: int = 32
+    tmp_path: Path,
+    budget: int,
+    name: str = "r.jsonl",
+    hi: int = 32,
+    machine: type[FakeMeasurer] = FakeMeasurer,
 ) -> tuple[FakeMeasurer, object]:
     workload = dense_with_range(1, hi)
-    measurer = FakeMeasurer(workload, RecordDatabase(tmp_path / name, fsync=False))
+    measurer = machine(workload, RecordDatabase(tmp_path / name, fsync=False))
     search = ShapeGenericSearch(
         workload,
         measurer,  # type: ignore[arg-type]
@@ -140,16 +144,7 @@ def test_no_kernel_is_chosen_where_a_remainder_was_never_measured(tmp_path, budg
     (attention scores: 22x at T=48). Kept measurements prove each chosen kernel where it
     is chosen, siblings with the same tiles share what a remainder costs, and a kernel
     still unproven at the end is ruled out there. The fake's own noise is below 2x."""
-    workload = dense_with_range(1, 64)
-    measurer = RaggedCliff(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False))
-    result = ShapeGenericSearch(
-        workload,
-        measurer,  # type: ignore[arg-type]
-        TrivialCostModel(workload, TARGET, seed=0),
-        space_for(TARGET),
-        SearchSettings(budget=budget, max_kernels=4, verify_batch=16),
-        stream=io.StringIO(),
-    ).run()
+    measurer, result = run_search(tmp_path, budget, hi=64, machine=RaggedCliff)
     assert result.measurements <= budget
     default = DefaultCandidate()
     worst = max(
