@@ -316,3 +316,19 @@ def test_installed_command_errors_without_traceback(tmp_path: Path) -> None:
     assert process.stdout == ""
     assert process.stderr.startswith("dcmlir: error: cannot read")
     assert "Traceback" not in process.stderr
+
+
+def test_tune_summarises_many_ops_left_to_iree_by_kind() -> None:
+    """A 2-layer GPT-2 printed 131 'left to IREE' lines before the useful summary."""
+    from dcmlir.tools.cmd_tune import LISTED_SKIPPED, skipped_lines
+
+    generic = "m.mlir:3:8: linalg.generic: 'linalg.generic' is not a contraction"
+    softmax = "m.mlir:9:8: linalg.softmax: 'linalg.softmax' is not a contraction"
+    many = [generic] * 120 + [softmax] * 11
+    assert skipped_lines(many, verbose=False) == [
+        "left to IREE: 131 dynamic ops dcmlir does not tune (120 linalg.generic, "
+        "11 linalg.softmax); --verbose lists each with its reason"
+    ]
+    assert skipped_lines(many, verbose=True) == [f"left to IREE: {line}" for line in many]
+    few = [generic] * LISTED_SKIPPED  # a few keep their reasons without --verbose
+    assert skipped_lines(few, verbose=False) == [f"left to IREE: {line}" for line in few]
