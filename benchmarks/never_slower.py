@@ -1,0 +1,203 @@
+"""Benchmark: is the tuned module ever slower than the best IREE build, at any T? (issue 14)
+
+For the six BERT-base workloads and three held out (shapes no dcmlir code was developed
+or tuned on: a BERT-large-sized FFN, ``?x1024 @ 1024x4096``; a transposed-weight
+projection as torch's ``Linear`` writes it, ``?x512 @ (2048x512)^T``; attention scores
+with 16 heads of size 80), T dynamic in 1..128:
+
+1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
+   what the search had), the projections with their weight a module constant (as in a
+   model);
+2. ``dcmlir bench`` at 40 T (1..17 one by one, primes, powers of two and their
+   neighbours, 128) against IREE's default, IREE data tiling, onnxruntime, numpy and
+   torch: one thread, side by side in one process, interleaved per T, every output
+   checked against a float64 reference.
+
+Per T, dcmlir's time over the faster of IREE default and IREE data tiling: the table
+in docs/benchmarks.md (between the ``never-slower`` markers) gives the worst T, how many
+T are above 1.03 and 1.11 (0.97x and 0.9x), and the geomean; per workload tables and
+plots in ``docs/results/never_slower/b<budget>/``.
+
+    .venv/bin/python benchmarks/never_slower.py --budget 60
+    .venv/bin/python benchmarks/never_slower.py --budget 60 --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bert_workloads import DENSE, dense_module
+from bert_workloads import workloads as bert_workloads
+from constant_weight_bench import BASELINES, RANGE, geomean, ratios
+
+import dcmlir
+from dcmlir.bench import BenchResult, BenchSettings, bench, load_result, write_outputs
+from dcmlir.bench.weights import weight_array, with_constant_weight
+from dcmlir.driver import load_workloads
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- never-slower:begin -->", "<!-- never-slower:end -->"
+SHAPES = sorted(
+    {*range(1, 18), 19, 23, 24, 29, 31, 32, 33, 37, 48, 61, 63, 64, 65, 77, 89, 96, 97, 100}
+    | {101, 112, 113, 127, 128}
+)
+COMMAND = "python benchmarks/never_slower.py"
+
+TRANSPOSED = """func.func @main(%x: tensor<?x512xf32>, %w: tensor<2048x512xf32>) -> tensor<?x2048xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x512xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x2048xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x2048xf32>) -> tensor<?x2048xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x512xf32>, tensor<2048x512xf32>) outs(%init : tensor<?x2048xf32>) -> tensor<?x2048xf32>
+  return %r : tensor<?x2048xf32>
+}
+"""
+
+SCORES_80 = """func.func @main(%q: tensor<16x?x80xf32>, %k: tensor<16x80x?xf32>) -> tensor<16x?x?xf32> {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %t = tensor.dim %q, %c1 : tensor<16x?x80xf32>
+  %s = tensor.dim %k, %c2 : tensor<16x80x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t, %s) : tensor<16x?x?xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<16x?x?xf32>) -> tensor<16x?x?xf32>
+  %r = linalg.batch_matmul ins(%q, %k : tensor<16x?x80xf32>, tensor<16x80x?xf32>) outs(%init : tensor<16x?x?xf32>) -> tensor<16x?x?xf32>
+  return %r : tensor<16x?x?xf32>
+}
+"""
+
+HELD_OUT = {
+    "heldout_large_ffn1": dense_module(1024, 4096),
+    "heldout_linear_t": TRANSPOSED,
+    "heldout_scores_h80": SCORES_80,
+}
+WEIGHTED = {*DENSE, "heldout_large_ffn1", "heldout_linear_t"}
+
+
+def say(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def all_workloads() -> dict[str, str]:
+    return {**bert_workloads(), **HELD_OUT}
+
+
+def run(name: str, text: str, budget: int, records: Path, out: Path) -> BenchResult:
+    records.mkdir(parents=True, exist_ok=True)
+    source = records / f"{name}.mlir"
+    source.write_text(text)
+    tuned = source
+    if name in WEIGHTED:
+        _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
+        tuned = records / f"{name}-constant.mlir"
+        tuned.write_text(
+            with_constant_weight(text, weight_array(workload), str(workload.operand_type(1)))
+        )
+    plan = records / f"{name}.plan.json"
+    say(f"{name}: tuning {tuned.name}, budget {budget}")
+    dcmlir.tune(
+        tuned, dims=[RANGE], budget=budget, db=records / "tune.jsonl", output=plan, min_time=0.03
+    )
+    say(f"{name}: timing {', '.join(BASELINES)} at {len(SHAPES)} T")
+    result = bench(
+        source,
+        plan=plan,
+        dims=[RANGE],
+        shapes=[(t,) for t in SHAPES],
+        settings=BenchSettings(
+            baselines=BASELINES, weights="constant" if name in WEIGHTED else "argument"
+        ),
+        db=records / "oracle.jsonl",
+        name=name,
+    )
+    result.info["budget"] = budget
+    result.info["held_out"] = name in HELD_OUT
+    write_outputs(result, out)
+    return result
+
+
+def section(by_budget: dict[int, list[BenchResult]]) -> str:
+    lines = [
+        BEGIN,
+        "## Never slower than the best IREE build? BERT-base and held-out workloads (issue 14)",
+        "",
+        f"Reproduce: `{COMMAND} --budget B` (fresh records per budget, in "
+        "`results/never_slower/b<B>/`); per workload tables and plots in "
+        "`docs/results/never_slower/b<B>/`. Held out: `heldout_large_ffn1` "
+        "(`?x1024 @ 1024x4096`), `heldout_linear_t` (`?x512 @ (2048x512)^T`, torch's Linear "
+        "layout), `heldout_scores_h80` (16 heads of size 80): no dcmlir code was developed "
+        "or tuned on them. Projections with a constant weight; one thread, side by side in "
+        f"one process, interleaved per T, every output checked; {len(SHAPES)} T. A cell's "
+        "ratio is dcmlir's time / the faster of IREE default and IREE data tiling at that T "
+        "(above 1: slower than the best IREE build).",
+        "",
+        "| budget | workload | worst ratio (T) | T above 1.03 | T above 1.11 | geomean ratio "
+        "| geomean over IREE default |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for budget, results in sorted(by_budget.items()):
+        for result in results:
+            own = ratios(result, "dcmlir")
+            worst, shape = max(zip(own, result.shapes, strict=False))
+            default = [
+                c.median_us / d.median_us
+                for s in result.shapes
+                if (c := result.cell(s, "dcmlir")) and (d := result.cell(s, "iree-default"))
+            ]
+            label = ",".join(map(str, shape))
+            lines.append(
+                f"| {budget} | `{result.name}` | {worst:.2f} (T={label}) "
+                f"| {sum(r > 1.03 for r in own)} | {sum(r > 1.11 for r in own)} "
+                f"| {geomean(own):.2f} | {1 / geomean(default):.2f}x |"
+            )
+    lines += ["", f"Machine: {next(iter(by_budget.values()))[0].target}.", END]
+    return "\n".join(lines)
+
+
+def write_docs(budgets: list[int]) -> None:
+    by_budget: dict[int, list[BenchResult]] = {}
+    for budget in budgets:
+        out = ROOT / "docs" / "results" / "never_slower" / f"b{budget}"
+        paths = [out / f"{n}.json" for n in all_workloads()]
+        by_budget[budget] = [load_result(p) for p in paths if p.exists()]
+    text = DOC.read_text()
+    block = section(by_budget)
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+def main() -> int:
+    texts = all_workloads()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(texts))
+    parser.add_argument("--budget", type=int, default=60, help="tuning budget per workload")
+    parser.add_argument(
+        "--report", default="", help="budgets in the docs table (default: the ones on disk)"
+    )
+    parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
+    args = parser.parse_args()
+    out = ROOT / "docs" / "results" / "never_slower" / f"b{args.budget}"
+    records = ROOT / "results" / "never_slower" / f"b{args.budget}"
+    for name in args.workloads.split(","):
+        if name not in texts:
+            parser.error(f"unknown workload '{name}' (known: {', '.join(texts)})")
+        if not args.report_only:
+            run(name, texts[name], args.budget, records, out)
+    on_disk = sorted(
+        int(p.name[1:]) for p in (ROOT / "docs" / "results" / "never_slower").glob("b*")
+    )
+    write_docs([int(b) for b in args.report.split(",")] if args.report else on_disk)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
