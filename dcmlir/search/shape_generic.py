@@ -10,6 +10,10 @@
 4. Verify the chosen (shape, kernel) pairs and close contenders by
    measurement, refit, and select again; stop when the budget is spent or
    nothing is left worth measuring.
+5. Prove: every round, and with a reserve of the budget at the end, measure each
+   chosen kernel where it is chosen, once per remainder class
+   (:mod:`dcmlir.search.remainders`); a kernel still unproven when the budget is
+   spent is ruled out there and the rest selected again.
 
 A failed build or run is infinitely slow where it failed (everywhere, if it never
 ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
@@ -33,19 +37,15 @@ from typing import IO, Protocol
 import numpy as np
 
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
-from dcmlir.cost_model import pad_tiles
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.packed_rows import PackedRows
+from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
-
-UNSEEN_REMAINDER = 2.0
-"""How much slower than predicted a kernel is assumed on shapes its tiles do not divide,
-while it has only been measured on shapes they do (see ``_candidate_correction``)."""
 
 
 def wrong_results(record: Record) -> bool:
@@ -174,15 +174,7 @@ class ShapeGenericSearch:
             else shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
         )
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
-        self.remainder_tiles = [_remainder_tiles(workload, c) for c in self.candidates]
-        # [shape, candidate]: which dynamic loops the candidate's tiles leave a remainder on
-        self.masks = np.array(
-            [
-                [_remainders(tiles, shape) for tiles in self.remainder_tiles]
-                for shape in self.shapes
-            ],
-            dtype=np.int64,
-        ).reshape(len(self.shapes), len(self.candidates))
+        self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -241,9 +233,11 @@ class ShapeGenericSearch:
         for row, column, value in observed:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
         estimate = predicted * by_shape[:, None]
-        penalties = self._remainder_penalties(residual)
+        penalties = self.remainders.penalties(residual)
         for column, points in residual.items():
-            estimate[:, column] *= self._candidate_correction(column, points, penalties)
+            estimate[:, column] *= self.remainders.correction(
+                column, points, penalties, self._interpolate
+            )
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
@@ -255,74 +249,6 @@ class ShapeGenericSearch:
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
-
-    def _remainder_penalties(
-        self, residual: dict[int, list[tuple[int, float]]]
-    ) -> dict[tuple[tuple[int, ...], int], float]:
-        """What a remainder costs, by the tiles on the dynamic loops and the loops left
-        with one, from the candidates measured both with it and with none.
-
-        The remainder of a vector tile on a dynamic loop is a loop IREE peels, and its cost
-        depends on that tile, not on the workgroup: ``wg16x256:v4x64`` and ``wg8x128:v4x64``
-        run the same remainder code. A candidate never measured with a remainder takes
-        its siblings' measured ratio instead of the blind :data:`UNSEEN_REMAINDER`
-        (records: 4-10x for a 64-wide vector tile on an attention batch matmul's dynamic
-        N, where 2x let it be chosen).
-        """
-        logs: dict[tuple[tuple[int, ...], int], list[float]] = {}
-        for column, points in residual.items():
-            tiles = self.remainder_tiles[column]
-            if not tiles:
-                continue
-            by_mask: dict[int, list[float]] = {}
-            for row, value in points:
-                by_mask.setdefault(int(self.masks[row, column]), []).append(value)
-            if 0 not in by_mask:
-                continue
-            for mask, values in by_mask.items():
-                if mask:
-                    ratio = float(np.mean(values) - np.mean(by_mask[0]))
-                    logs.setdefault((tiles, mask), []).append(ratio)
-        return {key: max(math.exp(float(np.mean(v))), 1.0) for key, v in logs.items()}
-
-    def _candidate_correction(
-        self,
-        column: int,
-        points: list[tuple[int, float]],
-        penalties: dict[tuple[tuple[int, ...], int], float] | None = None,
-    ) -> np.ndarray:
-        """What this candidate's measurements say beyond the shape correction, per shape.
-
-        Shapes its micro-kernel tiles divide exactly and shapes that leave a
-        remainder behave differently on CPU (IREE peels remainders into slower
-        loops), and so does a remainder on one dynamic loop and on another; shapes
-        are grouped by the loops left with a remainder, and each group is
-        corrected from measurements of the same group, else of a group with more
-        remainders (no better than it). A group measured only with fewer
-        remainders (or none) is assumed slower there than the model says: by the
-        ratio its siblings measured (:meth:`_remainder_penalties`), else by
-        :data:`UNSEEN_REMAINDER`, until a measurement shows otherwise: a kernel
-        that shone on its cherry-picked exact fit is not trusted blindly next to it.
-        """
-        masks = self.masks[:, column]
-        groups: dict[int, list[tuple[int, float]]] = {}
-        for row, value in points:
-            groups.setdefault(int(masks[row]), []).append((row, value))
-        correction = np.ones(len(self.shapes))
-        for mask in {int(m) for m in masks}:
-            rows = masks == mask
-            covering = groups.get(mask) or [
-                point for m, found in groups.items() if m & mask == mask for point in found
-            ]
-            if covering:
-                correction[rows] = self._interpolate(covering)[rows]
-                continue
-            fewer = [point for m, found in groups.items() if m & mask == m for point in found]
-            penalty = (penalties or {}).get((self.remainder_tiles[column], mask))
-            correction[rows] = self._interpolate(fewer or points)[rows] * (
-                penalty if penalty is not None else UNSEEN_REMAINDER
-            )
-        return correction
 
     def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
         """exp of the inverse-distance-weighted mean of log ratios at every shape.
@@ -402,9 +328,23 @@ class ShapeGenericSearch:
                 column = self.keys.index(candidate.key())
                 rows = [self.shape_index[s] for s, k in choice.items() if kernels[k] == column]
                 if self._measured_rows(column).intersection(rows):  # a remainder unproven
-                    mask = self.masks[self.shape_index[shape], column]
-                    rows = [row for row in rows if self.masks[row, column] == mask]
+                    mask = self.remainders.masks[self.shape_index[shape], column]
+                    rows = [row for row in rows if self.remainders.masks[row, column] == mask]
                 estimate[rows, column] = math.inf
+
+    def _unproven(
+        self, kernels: list[int], choice: dict[Shape, int]
+    ) -> list[tuple[Candidate, Shape]]:
+        """Measurements each chosen kernel lacks where it is chosen (see
+        :meth:`RemainderClasses.unproven`), not yet measured."""
+        regions = {
+            column: [self.shape_index[shape] for shape, k in choice.items() if k == position]
+            for position, column in enumerate(kernels)
+            if not isinstance(self.candidates[column], DefaultCandidate)
+        }
+        wanted = self.remainders.unproven(regions, self._measured_rows)
+        pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
+        return [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
 
     def _measured_rows(self, column: int) -> set[int]:
         key = self.keys[column]
@@ -413,37 +353,6 @@ class ShapeGenericSearch:
             for (k, shape), seconds in self.measured.items()
             if k == key and shape in self.shape_index and math.isfinite(seconds)
         }
-
-    def _unproven(
-        self, kernels: list[int], choice: dict[Shape, int]
-    ) -> list[tuple[Candidate, Shape]]:
-        """A measurement for each chosen kernel that has none of the kind its region needs.
-
-        A kernel chosen for a region on estimates alone is measured there once; and once
-        per kind of remainder in its region (the dynamic loops its tiles do not divide)
-        that no measurement of it covers (one with at least those remainders): a
-        remainder can cost 10x what the model says, and no kernel keeps shapes without
-        evidence of what they cost it (IREE's default is the floor)."""
-        pairs: list[tuple[Candidate, Shape]] = []
-        for position, column in enumerate(kernels):
-            if isinstance(self.candidates[column], DefaultCandidate):
-                continue
-            region = [self.shape_index[shape] for shape, k in choice.items() if k == position]
-            if not region:
-                continue
-            measured = self._measured_rows(column)
-            if not measured.intersection(region):
-                pairs.append((self.candidates[column], self.shapes[region[len(region) // 2]]))
-                continue
-            covered = {int(self.masks[row, column]) for row in measured}
-            needed: dict[int, list[int]] = {}
-            for row in region:
-                mask = int(self.masks[row, column])
-                if not any(m & mask == mask for m in covered):
-                    needed.setdefault(mask, []).append(row)
-            for rows in needed.values():
-                pairs.append((self.candidates[column], self.shapes[rows[len(rows) // 2]]))
-        return [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -541,24 +450,6 @@ class ShapeGenericSearch:
 
     def _picked(self, candidate: Candidate) -> Shape:
         return tuple(self._cherry_pick(self.workload, candidate, self.shapes))
-
-
-def _remainder_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:
-    """The candidate's pad tiles on the dynamic loops (empty for IREE's own builds): the
-    candidates that share them run the same remainder code."""
-    tiles = pad_tiles(workload, candidate)
-    if tiles is None:
-        return ()
-    return tuple(tiles[d.index] for d in workload.dynamic_dims)
-
-
-def _remainders(tiles: tuple[int, ...], shape: Shape) -> int:
-    """Bit i set: the tile on dynamic loop i leaves a remainder at ``shape`` (0: untiled)."""
-    return sum(
-        1 << i
-        for i, (tile, extent) in enumerate(zip(tiles, shape, strict=False))
-        if tile and extent % tile
-    )
 
 
 def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:

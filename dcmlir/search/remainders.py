@@ -1,0 +1,149 @@
+"""Remainder classes: which dynamic loops a kernel's tiles leave a remainder on, per shape.
+
+IREE peels the remainder of a vector tile on a dynamic loop into a slower loop, and
+what it costs depends on the loop and the tile, not on the workgroup: ``wg16x256:v4x64``
+and ``wg8x128:v4x64`` run the same remainder code on N. The search
+(:mod:`dcmlir.search.shape_generic`) corrects its estimates per class, learns what a
+class costs from a kernel's siblings (the same tiles on the dynamic loops), and keeps no
+kernel on shapes of a class it was never measured in (records: a 64-wide N tile measured
+only with an M remainder was chosen at T = 48 of attention scores, 22x slower than IREE's
+default there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dcmlir.cost_model import pad_tiles
+from dcmlir.shapes import Shape
+from dcmlir.space import Candidate
+from dcmlir.workload import Workload
+
+__all__ = ["UNSEEN_REMAINDER", "RemainderClasses"]
+
+UNSEEN_REMAINDER = 2.0
+"""How much slower than predicted a kernel is assumed on shapes of a remainder class it
+was never measured in, when no sibling shows what that class costs."""
+
+Points = list[tuple[int, float]]
+"""(shape row, log ratio measured/predicted) of one candidate's measurements."""
+Penalties = dict[tuple[tuple[int, ...], int], float]
+"""(tiles on the dynamic loops, class) -> measured slowdown of the class over none."""
+
+
+class RemainderClasses:
+    """The class of every (shape, candidate): bit i set when the candidate's tile on
+    dynamic loop i does not divide the shape's extent (IREE's own builds: always 0)."""
+
+    def __init__(
+        self, workload: Workload, candidates: Sequence[Candidate], shapes: Sequence[Shape]
+    ) -> None:
+        self.tiles = [_dynamic_tiles(workload, c) for c in candidates]
+        self.masks = np.array(
+            [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
+        ).reshape(len(shapes), len(candidates))
+
+    def penalties(self, residual: dict[int, Points]) -> Penalties:
+        """What each class costs, from the candidates measured both in it and in none.
+
+        A candidate never measured with a remainder takes its siblings' measured ratio
+        instead of the blind :data:`UNSEEN_REMAINDER` (records: 4-10x for a 64-wide
+        vector tile on an attention batch matmul's dynamic N, where 2x let it be chosen).
+        """
+        logs: dict[tuple[tuple[int, ...], int], list[float]] = {}
+        for column, points in residual.items():
+            tiles = self.tiles[column]
+            if not tiles:
+                continue
+            by_mask: dict[int, list[float]] = {}
+            for row, value in points:
+                by_mask.setdefault(int(self.masks[row, column]), []).append(value)
+            if 0 not in by_mask:
+                continue
+            for mask, values in by_mask.items():
+                if mask:
+                    ratio = float(np.mean(values) - np.mean(by_mask[0]))
+                    logs.setdefault((tiles, mask), []).append(ratio)
+        return {key: max(math.exp(float(np.mean(v))), 1.0) for key, v in logs.items()}
+
+    def correction(
+        self,
+        column: int,
+        points: Points,
+        penalties: Penalties,
+        interpolate: Callable[[Points], np.ndarray],
+    ) -> np.ndarray:
+        """What one candidate's measurements say beyond the shape correction, per shape.
+
+        Each class is corrected from measurements of the same class, else of a class
+        with more remainders (no better than it). A class measured only with fewer
+        remainders (or none) is assumed slower there than the model says: by the ratio
+        its siblings measured, else by :data:`UNSEEN_REMAINDER`, until a measurement
+        shows otherwise: a kernel that shone on its cherry-picked exact fit is not
+        trusted blindly next to it.
+        """
+        masks = self.masks[:, column]
+        groups: dict[int, Points] = {}
+        for row, value in points:
+            groups.setdefault(int(masks[row]), []).append((row, value))
+        correction = np.ones(len(masks))
+        for mask in {int(m) for m in masks}:
+            rows = masks == mask
+            covering = groups.get(mask) or [
+                point for m, found in groups.items() if m & mask == mask for point in found
+            ]
+            if covering:
+                correction[rows] = interpolate(covering)[rows]
+                continue
+            fewer = [point for m, found in groups.items() if m & mask == m for point in found]
+            penalty = penalties.get((self.tiles[column], mask), UNSEEN_REMAINDER)
+            correction[rows] = interpolate(fewer or points)[rows] * penalty
+        return correction
+
+    def unproven(
+        self, regions: dict[int, list[int]], measured_rows: Callable[[int], set[int]]
+    ) -> list[tuple[int, int]]:
+        """(column, row) pairs that would prove each chosen kernel where it is chosen.
+
+        ``regions``: each chosen kernel's column -> the shape rows it is chosen for. A
+        kernel chosen for a region on estimates alone is measured there once; and once
+        per class in its region that no measurement of it covers (one with at least
+        those remainders): a remainder can cost 10x what the model says, and no kernel
+        keeps shapes without evidence of what they cost it (IREE's default is the floor).
+        """
+        pairs: list[tuple[int, int]] = []
+        for column, region in regions.items():
+            if not region:
+                continue
+            measured = measured_rows(column)
+            if not measured.intersection(region):
+                pairs.append((column, region[len(region) // 2]))
+                continue
+            covered = {int(self.masks[row, column]) for row in measured}
+            needed: dict[int, list[int]] = {}
+            for row in region:
+                mask = int(self.masks[row, column])
+                if not any(m & mask == mask for m in covered):
+                    needed.setdefault(mask, []).append(row)
+            pairs += [(column, rows[len(rows) // 2]) for rows in needed.values()]
+        return pairs
+
+
+def _dynamic_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:
+    """The candidate's pad tiles on the dynamic loops (empty for IREE's own builds)."""
+    tiles = pad_tiles(workload, candidate)
+    if tiles is None:
+        return ()
+    return tuple(tiles[d.index] for d in workload.dynamic_dims)
+
+
+def _mask(tiles: tuple[int, ...], shape: Shape) -> int:
+    """Bit i set: the tile on dynamic loop i leaves a remainder at ``shape`` (0: untiled)."""
+    return sum(
+        1 << i
+        for i, (tile, extent) in enumerate(zip(tiles, shape, strict=False))
+        if tile and extent % tile
+    )
