@@ -332,3 +332,35 @@ def test_tune_summarises_many_ops_left_to_iree_by_kind() -> None:
     assert skipped_lines(many, verbose=True) == [f"left to IREE: {line}" for line in many]
     few = [generic] * LISTED_SKIPPED  # a few keep their reasons without --verbose
     assert skipped_lines(few, verbose=False) == [f"left to IREE: {line}" for line in few]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"),
+    [
+        (["--model", "mymodels"], 2, "argument --model: 'mymodels' is not encoder, hf-bert or "
+         "package.module:factory"),
+        (["--model", "mymodels:make:x"], 2, "argument --model: 'mymodels:make:x' is not "
+         "encoder, hf-bert or package.module:factory"),
+        (["--hf-config", "t5"], 2, "argument --hf-config: invalid choice: 't5' (choose from "
+         "'bert', 'gpt2', 'llama')"),
+        (["--hf-config", "gpt2", "--pt2", "m.pt2"], 2, "argument --pt2: not allowed with "
+         "argument --hf-config"),
+        (["--hf-config", "gpt2", "--hf-sizes", "layers=2,depth=3"], 2, "argument --hf-sizes: "
+         "'depth=3' is not KEY=N with KEY one of layers, hidden, heads, ffn, vocab, positions, "
+         "kv-heads"),
+        (["--hf-config", "gpt2", "--hf-sizes", "layers=0"], 2, "argument --hf-sizes: "
+         "'layers=0': layers must be a positive integer"),
+        (["--hf-sizes", "layers=2"], 1, "--hf-sizes sizes an --hf-config model"),
+        (["--pt2", "m.pt2", "--bert-config", "1,32,2,64"], 1, "--bert-config sizes --model "
+         "encoder|hf-bert; --hf-config takes --hf-sizes"),
+    ],
+)  # fmt: skip
+def test_import_torch_source_options_are_checked_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], code: int, expected: str
+) -> None:
+    """Which model and how big: refused as one line, before torch is even imported."""
+    output = tmp_path / "m.mlir"
+    got, out, err = run(capsys, "import-torch", "-o", str(output), *args)
+    assert got == code and not out and not output.exists()
+    usage = " (see 'dcmlir import-torch --help')" if code == 2 else ""
+    assert_one_line_error(err, f"dcmlir: error: {expected}{usage}")

@@ -2,17 +2,20 @@
 
 ``generate-bert`` writes a BERT-style encoder (no torch needed) as linalg on tensors
 with the range of the sequence length in the IR, and its weights; ``import-torch``
-exports a randomly initialised PyTorch encoder through ``torch.export`` and IREE's
+exports a PyTorch model (dcmlir's encoder, a ``transformers`` config, a ``.pt2``
+archive or the user's ``package.module:factory``) through ``torch.export`` and IREE's
 torch input conversion (needs the ``torch`` extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import re
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.models import (
@@ -22,6 +25,7 @@ from dcmlir.models import (
     generate_encoder,
     save_model,
 )
+from dcmlir.models.hf_models import HF_FAMILIES, HF_SIZE_KEYS, hf_model
 from dcmlir.shapes import parse_range
 from dcmlir.tools.common import CliError, seed
 
@@ -158,6 +162,9 @@ def _human(size: int) -> str:
 
 # --- import-torch --------------------------------------------------------------------------
 
+_BUILT_IN = ("encoder", "hf-bert")
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
 
 def _bert_config(text: str) -> tuple[int, int, int, int]:
     parts = text.split(",")
@@ -169,38 +176,92 @@ def _bert_config(text: str) -> tuple[int, int, int, int]:
     return layers, hidden, heads, ffn
 
 
+def _model_spec(text: str) -> str:
+    """``encoder``, ``hf-bert`` or ``package.module:factory`` (checked, not imported, here)."""
+    module, colon, factory = text.partition(":")
+    if text in _BUILT_IN or (
+        colon and _IDENTIFIER.match(module) and _IDENTIFIER.match(factory) and "." not in factory
+    ):
+        return text
+    raise argparse.ArgumentTypeError(f"'{text}' is not encoder, hf-bert or package.module:factory")
+
+
+def _hf_sizes(text: str) -> dict[str, int]:
+    """``layers=2,hidden=64,...``: :data:`~dcmlir.models.hf_models.HF_SIZE_KEYS` to sizes."""
+    sizes = {}
+    for item in text.split(","):
+        key, equals, value = (part.strip() for part in item.partition("="))
+        if key not in HF_SIZE_KEYS or not equals:
+            raise argparse.ArgumentTypeError(
+                f"'{item}' is not KEY=N with KEY one of {', '.join(HF_SIZE_KEYS)}"
+            )
+        if not value.isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(f"'{item}': {key} must be a positive integer")
+        sizes[key] = int(value)
+    return sizes
+
+
 def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "import-torch",
-        help="export a randomly initialised PyTorch BERT encoder to linalg MLIR (needs torch)",
-        description="Build a randomly initialised (seeded) PyTorch encoder, export it with "
-        "torch.export and a dynamic sequence length, decompose it, import it with IREE's FX "
-        "importer and lower it with IREE's torch input conversion to linalg on tensors. "
-        "Needs the torch extra: pip install 'dcmlir[torch]' (hf-bert also needs transformers).",
+        help="export a PyTorch model (built in, transformers config, .pt2 archive or your "
+        "factory) to linalg MLIR with a dynamic sequence length (needs torch)",
+        description="Take a PyTorch model, export it with torch.export and a dynamic sequence "
+        "length (or load a torch.export archive with its own dynamic dims), decompose it, "
+        "import it with IREE's FX importer and lower it with IREE's torch input conversion to "
+        "linalg on tensors. The model: dcmlir's encoder (default), a transformers "
+        "architecture built from a config with seeded random weights (--hf-config, no "
+        "download), a .pt2 archive (--pt2) or package.module:factory (--model). "
+        "Needs the torch extra: pip install 'dcmlir[torch]' (transformers for --hf-config).",
     )
     parser.add_argument("-o", "--output", required=True, metavar="MODEL.mlir")
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--model",
-        default="encoder",
-        choices=("encoder", "hf-bert"),
+        type=_model_spec,
+        metavar="encoder|hf-bert|MODULE:FACTORY",
         help="encoder: dcmlir's hand-written torch encoder, x[T, HIDDEN] -> [T, HIDDEN] "
-        "(default); hf-bert: transformers.BertModel, input_ids[1, T] -> [1, T, HIDDEN]",
+        "(default); hf-bert: transformers.BertModel sized by --bert-config, input_ids[1, T] "
+        "-> [1, T, HIDDEN]; package.module:factory: factory() returns (nn.Module, "
+        "example_inputs[, dynamic_axes]), dynamic_axes one {axis: name} dict per input "
+        "(default {0: 'seq'} each), imported from the current directory or the Python path",
+    )
+    source.add_argument(
+        "--hf-config",
+        choices=HF_FAMILIES,
+        help="a transformers model from a config, seeded random weights, input_ids[1, T] "
+        "-> last hidden state [1, T, HIDDEN]; sizes from --hf-sizes",
+    )
+    source.add_argument(
+        "--pt2",
+        metavar="FILE.pt2",
+        help="a torch.export archive (torch.export.save): its dynamic dims and their ranges "
+        "are kept (--seq narrows a single one); load only archives you trust",
     )
     parser.add_argument(
         "--bert-config",
         type=_bert_config,
-        default=(2, 768, 12, 3072),
         metavar="L,H,NH,F",
-        help="layers, hidden size, heads, FFN size (default: 2,768,12,3072)",
+        help="--model encoder|hf-bert: layers, hidden size, heads, FFN size "
+        "(default: 2,768,12,3072)",
+    )
+    parser.add_argument(
+        "--hf-sizes",
+        type=_hf_sizes,
+        metavar="KEY=N,...",
+        help="--hf-config sizes, any of " + ", ".join(HF_SIZE_KEYS) + " (kv-heads: llama "
+        "only); default: 2 layers of BERT-base / GPT-2 small (a Llama as wide), ffn 4 x "
+        "hidden (llama 8/3 x), e.g. layers=2,hidden=64,heads=4,ffn=128,vocab=1000",
     )
     parser.add_argument(
         "--seq",
         type=_seq_range,
-        default=(1, 128),
         metavar="LO:HI",
-        help="range of the sequence length T (default: 1:128)",
+        help="range of the sequence length T (default: 1:128; --pt2: the archive's ranges)",
     )
-    parser.add_argument("--seed", type=seed, default=0, help="weight seed (default: 0)")
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="weight seed (default: 0; not for --pt2)"
+    )
     parser.add_argument(
         "--weights",
         default="params",
@@ -217,17 +278,21 @@ def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
     parser.set_defaults(run=run_import)
 
 
-def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    """Export the torch encoder to MLIR (torch itself is imported only here: optional)."""
+def _check_import_options(args: argparse.Namespace) -> None:
+    """Options that belong to another model source are refused, not silently ignored."""
     if args.params and args.weights != "params":
         raise CliError("--params names the weights file of --weights params only")
-    layers, hidden, heads, ffn = args.bert_config
-    try:
-        config = EncoderConfig(
-            hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=args.seq, seed=args.seed
-        )
-    except ValueError as error:
-        raise CliError(f"--bert-config: {error}") from None
+    if args.bert_config and (
+        args.hf_config or args.pt2 or (args.model or "encoder") not in _BUILT_IN
+    ):
+        raise CliError("--bert-config sizes --model encoder|hf-bert; --hf-config takes --hf-sizes")
+    if args.hf_sizes and not args.hf_config:
+        raise CliError("--hf-sizes sizes an --hf-config model")
+
+
+def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Export the torch model to MLIR (torch itself is imported only here: optional)."""
+    _check_import_options(args)
     try:
         import torch
 
@@ -238,23 +303,12 @@ def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "import-torch needs PyTorch: pip install 'dcmlir[torch]' (CPU torch is enough)"
         ) from None
     started = time.perf_counter()
+    size_hint = "--hf-sizes positions=N" if args.hf_config else None
     try:
-        if args.model == "hf-bert":
-            model = torch_import.hf_bert_model(config)
-            example, input_dims = [torch.zeros((1, 7), dtype=torch.int64)], [{1: "seq"}]
-        else:
-            torch.manual_seed(config.seed)
-            model = torch_import.TorchEncoder(config).eval()
-            example, input_dims = [torch.randn(7, hidden)], None
-        imported = torch_import.import_torch(
-            model,
-            example,
-            {"seq": config.seq},
-            input_dims=input_dims,
-            weights=args.weights,
-            lower=not args.torch_dialect,
-        )
+        label, description, imported = _import_model(args, torch, torch_import)
         parameters = imported.save(args.output, args.params)
+    except torch_import.ExportGuardError as error:
+        raise CliError(error.explain("--seq", size_hint)) from None
     except torch_import.TorchImportError as error:
         raise CliError(str(error)) from None
     except OSError as error:
@@ -263,7 +317,7 @@ def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise CliError(str(error)) from None
     size = Path(args.output).stat().st_size
     form = "torch dialect" if args.torch_dialect else "linalg on tensors"
-    print(f"{args.model}: {config.describe()}", file=out)
+    print(f"{label}: {description}", file=out)
     print(f"wrote {args.output} ({_human(size)}, {form}, @main, weights {args.weights})", file=out)
     if parameters is not None:
         archive = Path(parameters.path)
@@ -273,3 +327,79 @@ def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )
     print(f"in {time.perf_counter() - started:.1f} s", file=out)
     return 0
+
+
+def _import_model(args: argparse.Namespace, torch: Any, torch_import: Any) -> tuple[str, str, Any]:
+    """Build or load the model the options name and import it: (label, description, model)."""
+    options = {"weights": args.weights, "lower": not args.torch_dialect}
+    if args.pt2:
+        return _import_pt2(args, options)
+    seq = args.seq or (1, 128)
+    if args.hf_config:
+        try:
+            model = hf_model(args.hf_config, args.hf_sizes, seq=seq, seed=args.seed)
+        except ValueError as error:
+            raise CliError(f"--hf-config {args.hf_config}: {error}") from None
+        imported = torch_import.import_torch(
+            model.module,
+            model.example_inputs,
+            model.dynamic_dims,
+            input_dims=model.input_dims,
+            **options,
+        )
+        if model.header:  # run-model rebuilds the torch model from it
+            imported = dataclasses.replace(imported, text=f"{model.header}\n{imported.text}")
+        return args.hf_config, model.description, imported
+    spec = args.model or "encoder"
+    if spec not in _BUILT_IN:
+        torch.manual_seed(args.seed)
+        factories = importlib.import_module("dcmlir.models.torch_factory")  # imports torch
+        made = factories.model_from_factory(spec)
+        dims = {name: seq for name in made.dim_names}
+        imported = torch_import.import_torch(
+            made.module, made.example_inputs, dims, input_dims=made.input_dims, **options
+        )
+        count = len(made.example_inputs)
+        names = ", ".join(made.dim_names)
+        return spec, f"{count} input{'s' * (count > 1)}, {names} in {seq[0]}..{seq[1]}", imported
+    layers, hidden, heads, ffn = args.bert_config or (2, 768, 12, 3072)
+    try:
+        config = EncoderConfig(
+            hidden=hidden, heads=heads, ffn=ffn, layers=layers, seq=seq, seed=args.seed
+        )
+    except ValueError as error:
+        raise CliError(f"--bert-config: {error}") from None
+    if spec == "hf-bert":
+        model = torch_import.hf_bert_model(config)
+        example, input_dims = [torch.zeros((1, 7), dtype=torch.int64)], [{1: "seq"}]
+    else:
+        torch.manual_seed(config.seed)
+        model = torch_import.TorchEncoder(config).eval()
+        example, input_dims = [torch.randn(7, hidden)], None
+    imported = torch_import.import_torch(
+        model, example, {"seq": config.seq}, input_dims=input_dims, **options
+    )
+    return spec, config.describe(), imported
+
+
+def _import_pt2(args: argparse.Namespace, options: dict[str, Any]) -> tuple[str, str, Any]:
+    """A torch.export archive: its own dynamic dims, ``--seq`` narrowing a single one."""
+    archive = importlib.import_module("dcmlir.models.torch_archive")  # imports torch
+    program = archive.load_exported(args.pt2)
+    dims: dict[str, Any] = {}
+    for dim in archive.exported_dims(program):
+        dims.setdefault(dim.symbol, dim)  # one line per symbol, named by its first input
+    ranges = {}
+    if args.seq:
+        if len(dims) != 1:
+            listed = ", ".join(d.describe() for d in dims.values()) or "none"
+            raise CliError(
+                f"--seq sets the one dynamic dim of an archive; '{args.pt2}' has {listed}"
+            )
+        ranges = {symbol: args.seq for symbol in dims}
+    imported = archive.import_exported(program, ranges, **options)
+    shown = []
+    for dim in dims.values():
+        lo, hi = ranges.get(dim.symbol, (dim.lo, dim.hi))
+        shown.append(dataclasses.replace(dim, lo=lo, hi=hi).describe())
+    return args.pt2, ", ".join(shown), imported

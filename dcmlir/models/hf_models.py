@@ -1,5 +1,8 @@
 """Hugging Face models from a config with seeded random weights (no download), ready to import.
 
+:func:`hf_model` builds any of :data:`HF_FAMILIES` (``bert``, ``gpt2``, ``llama``) from
+sizes named as ``dcmlir import-torch --hf-sizes`` names them (:data:`HF_SIZE_KEYS`).
+
 :func:`gpt2` builds ``transformers.GPT2Model`` (or ``GPT2LMHeadModel``) of the given
 sizes, wrapped to take token ids ``input_ids [1, T]`` (int64) and return one tensor,
 with example inputs and the dynamic sequence axis for
@@ -17,12 +20,13 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dcmlir.ir.iree import ParameterFile
+from dcmlir.models.bert import EncoderConfig
 
 if TYPE_CHECKING:  # torch is optional: only building a model needs it
     import torch
@@ -32,12 +36,18 @@ if TYPE_CHECKING:  # torch is optional: only building a model needs it
 
 __all__ = [
     "GPT2_VOCAB",
+    "HF_DEFAULT_SIZES",
+    "HF_FAMILIES",
+    "HF_SIZE_KEYS",
     "BuiltModel",
     "Gpt2Config",
+    "HfModel",
     "TorchSource",
     "gpt2",
     "gpt2_module",
     "gpt2_source",
+    "hf_model",
+    "llama_module",
     "model_header",
     "source_from_text",
 ]
@@ -64,12 +74,13 @@ class Gpt2Config:
     seq: tuple[int, int] = (1, 128)
     seed: int = 0
     lm_head: bool = False  # True: GPT2LMHeadModel's logits [1, T, V]; else the last hidden state
+    ffn: int | None = None  # the MLP's inner size (n_inner); None: 4 * hidden
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seq", tuple(int(v) for v in self.seq))
         lo, hi = self.seq
-        if self.layers < 1 or self.hidden < 1 or self.heads < 1 or self.vocab < 1:
-            raise ValueError("layers, hidden, heads and vocab must be >= 1")
+        if min(self.layers, self.hidden, self.heads, self.vocab, self.ffn or 1) < 1:
+            raise ValueError("layers, hidden, heads, ffn and vocab must be >= 1")
         if self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
         if not 1 <= lo <= hi:
@@ -82,14 +93,18 @@ class Gpt2Config:
 
     def describe(self) -> str:
         head = ", LM head" if self.lm_head else ""
+        ffn = f", FFN {self.ffn}" if self.ffn else ""
         return (
-            f"{self.layers}-layer GPT-2, hidden {self.hidden}, {self.heads} heads, "
+            f"{self.layers}-layer GPT-2, hidden {self.hidden}, {self.heads} heads{ffn}, "
             f"vocab {self.vocab}, n_positions {self.n_positions}{head}, "
             f"T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "seq": list(self.seq)}
+        fields = {**dataclasses.asdict(self), "seq": list(self.seq)}
+        if fields["ffn"] is None:
+            del fields["ffn"]  # headers written before ffn existed read the same
+        return fields
 
 
 def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
@@ -127,6 +142,7 @@ def gpt2_module(config: Gpt2Config) -> nn.Module:
         n_head=config.heads,
         n_positions=config.n_positions,
         vocab_size=config.vocab,
+        n_inner=config.ffn,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -195,9 +211,10 @@ def gpt2(
     vocab: int = GPT2_VOCAB,
     seq: tuple[int, int] = (1, 128),
     lm_head: bool = False,
+    ffn: int | None = None,
 ) -> BuiltModel:
     """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``."""
-    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head)
+    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head, ffn)
     import torch  # after the config's checks: a bad size is a ValueError even without torch
 
     example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
@@ -209,6 +226,164 @@ def gpt2(
         config,
         gpt2_source(config),
     )
+
+
+# --- any family from a config: what import-torch --hf-config builds ----------------------
+
+HF_FAMILIES = ("bert", "gpt2", "llama")
+"""The ``transformers`` architectures :func:`hf_model` builds: an encoder and two decoders
+(GPT-2: learned positions, GELU MLP; Llama: RoPE, SwiGLU MLP, RMSNorm, grouped KV heads)."""
+
+HF_SIZE_KEYS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "kv-heads")
+"""The sizes ``--hf-sizes`` takes; ``kv-heads`` is Llama's only."""
+
+HF_DEFAULT_SIZES: dict[str, dict[str, int]] = {
+    "bert": {"layers": 2, "hidden": 768, "heads": 12, "vocab": 30522},
+    "gpt2": {"layers": 2, "hidden": 768, "heads": 12, "vocab": GPT2_VOCAB},
+    "llama": {"layers": 2, "hidden": 768, "heads": 12, "vocab": 32000},
+}
+"""Each family's base sizes with 2 layers (BERT-base, GPT-2 small, a Llama as wide).
+Derived when not given: ``ffn`` 4 x hidden (BERT, GPT-2) or 8/3 x hidden rounded up to
+a multiple of 8 (Llama's SwiGLU: 2048 at 768); ``positions`` BERT 512 (or T's top if
+larger), GPT-2 1024, Llama 2048; ``kv-heads`` = ``heads``."""
+
+
+def _default_ffn(family: str, hidden: int) -> int:
+    return -(-8 * hidden // 24) * 8 if family == "llama" else 4 * hidden
+
+
+@dataclass
+class HfModel:
+    """A ``transformers`` model ready for ``import_torch``, and the line that describes it.
+
+    ``header``: the saved module's first line where ``dcmlir run-model`` can rebuild
+    the model from it (GPT-2's :func:`model_header`), else None.
+    """
+
+    family: str
+    module: nn.Module
+    example_inputs: list[torch.Tensor]
+    dynamic_dims: dict[str, tuple[int, int]]
+    input_dims: list[dict[int, str]]
+    description: str
+    header: str | None = None
+
+
+def hf_model(
+    family: str,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    seq: tuple[int, int] = (1, 128),
+    seed: int = 0,
+) -> HfModel:
+    """``family``'s model with seeded random weights: ``input_ids [1, T]`` (int64), ``T``
+    dynamic in ``seq``. ``sizes`` overrides :data:`HF_DEFAULT_SIZES` by :data:`HF_SIZE_KEYS`.
+
+    Bad sizes are a ValueError; a position table smaller than ``T``'s top is refused for
+    GPT-2 (torch.export would not notice) and left to torch.export's guard for BERT.
+    """
+    if family not in HF_FAMILIES:
+        raise ValueError(f"unknown family '{family}' (one of {', '.join(HF_FAMILIES)})")
+    sizes = dict(sizes or {})
+    unknown = sorted(set(sizes) - set(HF_SIZE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown size '{unknown[0]}' (one of {', '.join(HF_SIZE_KEYS)})")
+    if "kv-heads" in sizes and family != "llama":
+        raise ValueError(f"kv-heads is a Llama size; {family} has one K/V head per head")
+    if any(value < 1 for value in sizes.values()):
+        raise ValueError("every size must be >= 1")
+    size = {**HF_DEFAULT_SIZES[family], **sizes}
+    size.setdefault("ffn", _default_ffn(family, size["hidden"]))
+    if family == "gpt2":
+        built = gpt2(
+            size["layers"],
+            size["hidden"],
+            size["heads"],
+            size.get("positions", 1024),
+            seed,
+            vocab=size["vocab"],
+            seq=seq,
+            ffn=size["ffn"] if size["ffn"] != 4 * size["hidden"] else None,
+        )
+        return HfModel(
+            family,
+            built.module,
+            built.example_inputs,
+            built.dynamic_dims,
+            built.input_dims,
+            built.config.describe(),
+            model_header(built.config),
+        )
+    import torch
+
+    if family == "bert":
+        module, positions = _bert(size, seq, seed)
+        name, heads = "BERT", f"{size['heads']} heads"
+    else:
+        module, positions = llama_module(size, seed), size.get("positions", 2048)
+        kv_heads = size.get("kv-heads", size["heads"])
+        name, heads = "Llama", f"{size['heads']} heads ({kv_heads} KV)"
+    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
+    description = (
+        f"{size['layers']}-layer {name}, hidden {size['hidden']}, {heads}, FFN {size['ffn']}, "
+        f"vocab {size['vocab']}, positions {positions}, T in {seq[0]}..{seq[1]}, seed {seed}"
+    )
+    return HfModel(
+        family,
+        module,
+        [torch.zeros((1, example), dtype=torch.int64)],
+        {"seq": seq},
+        [{1: "seq"}],
+        description,
+    )
+
+
+def _bert(size: Mapping[str, int], seq: tuple[int, int], seed: int) -> tuple[nn.Module, int]:
+    """BERT through :func:`~.torch_import.hf_bert_model` (one place builds it)."""
+    from dcmlir.models.torch_import import hf_bert_model  # needs torch
+
+    config = EncoderConfig(
+        hidden=size["hidden"],
+        heads=size["heads"],
+        ffn=size["ffn"],
+        layers=size["layers"],
+        seq=seq,
+        seed=seed,
+    )
+    positions = size.get("positions", max(512, seq[1]))
+    return hf_bert_model(config, vocab=size["vocab"], positions=positions), positions
+
+
+def llama_module(size: Mapping[str, int], seed: int = 0) -> nn.Module:
+    """``transformers.LlamaModel`` of :data:`HF_SIZE_KEYS` sizes, seeded, taking token ids.
+
+    RoPE has no table to bound ``T`` (``positions`` only sets ``max_position_embeddings``).
+    """
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise ImportError(
+            "Llama needs torch and transformers (pip install 'dcmlir[torch]')"
+        ) from None
+    heads, kv_heads = size["heads"], size.get("kv-heads", size["heads"])
+    if size["hidden"] % heads:
+        raise ValueError(f"hidden {size['hidden']} is not a multiple of heads {heads}")
+    if heads % kv_heads:
+        raise ValueError(f"heads {heads} is not a multiple of kv-heads {kv_heads}")
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        hidden_size=size["hidden"],
+        intermediate_size=size["ffn"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        vocab_size=size["vocab"],
+        max_position_embeddings=size.get("positions", 2048),
+        attention_dropout=0.0,
+        use_cache=False,
+    )
+    return _wrap(transformers.LlamaModel(config), lm_head=False)
 
 
 def gpt2_source(config: Gpt2Config) -> TorchSource:

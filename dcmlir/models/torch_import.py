@@ -19,6 +19,12 @@ Needs the ``dcmlir[torch]`` extra (CPU torch is enough). The steps, each for a r
 Weights are inline ``dense_resource`` blobs (the importer's default), or, with
 ``weights="params"``, ``util.global``s bound to ``#flow.parameter.named<"model"::NAME>``
 whose values go to an IREE parameter archive (see :meth:`ImportedModel.save`).
+
+Other ways in build on this one: a ``torch.export`` archive that keeps its own
+dynamic shapes (:mod:`~dcmlir.models.torch_archive`) and a ``package.module:factory``
+returning the module and its inputs (:mod:`~dcmlir.models.torch_factory`). A range
+the model cannot take (a guard, e.g. a position table of 128 rows) is an
+:class:`~dcmlir.models.torch_guards.ExportGuardError` naming the bound and the fix.
 """
 
 from __future__ import annotations
@@ -39,25 +45,29 @@ from torch.nn import functional as F
 from dcmlir.ir.iree import ParameterFile, run_compile, write_parameter_archive
 from dcmlir.ir.mlir import fx_importer, ir, passmanager
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
+from dcmlir.models.torch_guards import (
+    ExportGuardError,
+    TorchImportError,
+    explain_export_failure,
+    first_line,
+)
 
 __all__ = [
+    "ExportGuardError",
     "ImportedModel",
     "TorchEncoder",
     "TorchImportError",
+    "decompose_program",
     "decomposition_table",
     "export_program",
     "hf_bert_model",
+    "import_decomposed",
     "import_torch",
     "lower_to_linalg",
     "torch_reference",
 ]
 
 _fx = fx_importer()
-
-
-class TorchImportError(RuntimeError):
-    """A model that cannot be exported, imported or lowered; the message says which step."""
-
 
 # --- a hand-written encoder, the generator's architecture ----------------------------------
 
@@ -121,11 +131,16 @@ class TorchEncoder(nn.Module):
         return self
 
 
-def hf_bert_model(config: EncoderConfig) -> nn.Module:
+def hf_bert_model(
+    config: EncoderConfig, *, vocab: int | None = None, positions: int | None = None
+) -> nn.Module:
     """A randomly initialised ``transformers.BertModel`` of ``config``'s sizes (no download).
 
     Wrapped to take ``input_ids [1, T]`` (int64) and return ``last_hidden_state [1, T, H]``;
-    needs the ``transformers`` package. Seeded with ``config.seed``.
+    needs the ``transformers`` package. Seeded with ``config.seed``. ``vocab``: BERT's
+    30522 by default; ``positions``: rows of the position table (default: 512, or the
+    top of ``config.seq`` if larger). Fewer rows than ``T`` can reach make torch.export
+    refuse the range (BERT slices a ``position_ids`` buffer: a guard).
     """
     try:
         import transformers  # type: ignore[import-untyped]
@@ -139,7 +154,8 @@ def hf_bert_model(config: EncoderConfig) -> nn.Module:
         num_attention_heads=config.heads,
         intermediate_size=config.ffn,
         num_hidden_layers=config.layers,
-        max_position_embeddings=max(512, config.seq[1]),
+        vocab_size=vocab or transformers.BertConfig().vocab_size,
+        max_position_embeddings=positions or max(512, config.seq[1]),
         layer_norm_eps=config.eps,
         hidden_act="gelu" if config.gelu == "erf" else "gelu_new",
         hidden_dropout_prob=0.0,
@@ -232,10 +248,21 @@ def export_program(
             program = torch.export.export(
                 model, tuple(example_inputs), dynamic_shapes=tuple(shapes)
             )
-            program = program.run_decompositions(decomposition_table())
     except Exception as err:  # torch raises many types here; all mean "cannot export"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TorchImportError(f"torch.export failed: {first}") from err
+        raise explain_export_failure(err, model, dynamic_dims) from err
+    return decompose_program(program)
+
+
+def decompose_program(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """:func:`decomposition_table` applied, and refused if a form IREE handles badly is left."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            program = program.run_decompositions(decomposition_table())
+    except Exception as err:  # as for export: any type
+        raise TorchImportError(
+            f"decomposing the exported program failed: {first_line(err)}"
+        ) from err
     left = sorted(
         reason
         for node in program.graph.nodes
@@ -362,9 +389,20 @@ def import_torch(
     or ``params`` (``util.global`` + a parameter archive). ``lower=False`` keeps the
     torch dialect (what ``iree-compile`` also accepts as input).
     """
+    check_weights(weights)
+    program = export_program(model, example_inputs, dynamic_dims or {"seq": (1, 128)}, input_dims)
+    return import_decomposed(program, weights, lower, func_name)
+
+
+def check_weights(weights: str) -> None:
     if weights not in WEIGHT_MODES:
         raise TorchImportError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not '{weights}'")
-    program = export_program(model, example_inputs, dynamic_dims or {"seq": (1, 128)}, input_dims)
+
+
+def import_decomposed(
+    program: torch.export.ExportedProgram, weights: str, lower: bool, func_name: str
+) -> ImportedModel:
+    """The FX importer on a decomposed program, then (``lower``) IREE's input conversion."""
     hooks = _ParameterHooks(PARAMETER_SCOPE) if weights == "params" else None
     with ir.Context() as context:
         importer = _fx.FxImporter(context=context, hooks=hooks)
