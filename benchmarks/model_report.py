@@ -95,7 +95,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append(
         f"- geomean speedup of dcmlir over IREE default: **{_cell(speedup, unit='x')}**;"
         " ratios below are each column's time over the faster of IREE default and IREE data"
-        " tiling at that T (< 1: faster than the best IREE build)"
+        " tiling at that T, the median of per-round ratios (< 1: faster than the best IREE"
+        " build)"
     )
     for column, why in run["unavailable"].items():
         lines.append(f"- {column}: not timed: {why}")

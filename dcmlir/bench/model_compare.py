@@ -240,12 +240,23 @@ class SeqRow:
         times = [self.median(n) for n in IREE_BUILDS if math.isfinite(self.median(n))]
         return min(times) if times else math.nan
 
+    @property
+    def best_iree_build(self) -> str | None:
+        """The name of the faster IREE build (by median), None if neither ran."""
+        times = {n: self.median(n) for n in IREE_BUILDS if math.isfinite(self.median(n))}
+        return min(times, key=times.__getitem__) if times else None
+
     def versus_best_iree(self, name: str) -> float:
-        """``name``'s time over the best IREE build's (<1: faster); inf when it failed."""
-        mine = self.median(name)
-        if math.isnan(mine) or not math.isfinite(self.best_iree):
+        """``name``'s time over the best IREE build's (<1: faster), the median of per-round
+        ratios (as the speedup: pairing samples of one round cancels the machine's drift;
+        a ratio of medians swung 0.96-1.14 at one T between runs of identical builds);
+        inf when ``name`` failed, NaN when no IREE build ran."""
+        best = self.best_iree_build
+        if best is None or math.isnan(self.median(name)):
             return math.nan
-        return mine / self.best_iree
+        if name == best:
+            return 1.0
+        return self.comparison.ratio(name, best)
 
     @property
     def max_error(self) -> float:
