@@ -248,9 +248,8 @@ class SeqRow:
 
     def versus_best_iree(self, name: str) -> float:
         """``name``'s time over the best IREE build's (<1: faster), the median of per-round
-        ratios (as the speedup: pairing samples of one round cancels the machine's drift;
-        a ratio of medians swung 0.96-1.14 at one T between runs of identical builds);
-        inf when ``name`` failed, NaN when no IREE build ran."""
+        ratios, as the speedup (a ratio of medians swung 0.96-1.14 at one T between runs
+        of one build); inf when ``name`` failed, NaN when no IREE build ran."""
         best = self.best_iree_build
         if best is None or math.isnan(self.median(name)):
             return math.nan

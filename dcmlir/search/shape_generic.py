@@ -387,13 +387,12 @@ class ShapeGenericSearch:
             remaining = settings.budget - self.used
             if remaining <= 0:
                 break
-            # the last measurements are kept for proving the kernels finally chosen
+            # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self._reserve()
-            pairs = self._unproven(kernels, choice)
-            if not pairs and spread > 0:
-                pairs = self.verification_pairs(
-                    estimate, kernels, choice, min(spread, settings.verify_batch)
-                )
+            limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
+            pairs = self._unproven(kernels, choice) or self.verification_pairs(
+                estimate, kernels, choice, min(limit, remaining)
+            )
             if not pairs:
                 break
             self._measure(pairs[:remaining])
