@@ -158,13 +158,18 @@ def write_docs(names: list[str]) -> None:
     results = [load_result(OUT / f"{n}.json") for n in names if (OUT / f"{n}.json").exists()]
     if not results:
         return
-    text = DOC.read_text()
-    block = section(results)
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    replace_section(DOC, BEGIN, END, section(results))
+
+
+def replace_section(doc: Path, begin: str, end: str, block: str) -> None:
+    """Put ``block`` (which starts with ``begin`` and ends with ``end``) in ``doc``, in
+    place of the section between those markers, or at the end."""
+    text = doc.read_text()
+    if begin in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    doc.write_text(text)
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bert_workloads import DENSE, dense_module
 from bert_workloads import workloads as bert_workloads
-from constant_weight_bench import BASELINES, RANGE, geomean, ratios
+from constant_weight_bench import BASELINES, RANGE, geomean, ratios, replace_section
 
 import dcmlir
 from dcmlir.bench import BenchResult, BenchSettings, bench, load_result, write_outputs
@@ -166,13 +166,7 @@ def write_docs(budgets: list[int]) -> None:
         out = ROOT / "docs" / "results" / "never_slower" / f"b{budget}"
         paths = [out / f"{n}.json" for n in all_workloads()]
         by_budget[budget] = [load_result(p) for p in paths if p.exists()]
-    text = DOC.read_text()
-    block = section(by_budget)
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    replace_section(DOC, BEGIN, END, section(by_budget))
 
 
 def main() -> int:
