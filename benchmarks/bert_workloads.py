@@ -27,19 +27,25 @@ def dense_module(k: int, n: int) -> str:
 """
 
 
-# 12 x T x 64 x T: scores = Q[12, T, 64] @ K^T[12, 64, T]
-SCORES = """func.func @main(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>) -> tensor<12x?x?xf32> {
+def scores_module(heads: int, head_dim: int) -> str:
+    """Attention scores, ``Q[heads, T, head_dim] @ K^T[heads, head_dim, T]``."""
+    h, d = heads, head_dim
+    return f"""func.func @main(%q: tensor<{h}x?x{d}xf32>, %k: tensor<{h}x{d}x?xf32>) -> tensor<{h}x?x?xf32> {{
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
-  %t = tensor.dim %q, %c1 : tensor<12x?x64xf32>
-  %s = tensor.dim %k, %c2 : tensor<12x64x?xf32>
+  %t = tensor.dim %q, %c1 : tensor<{h}x?x{d}xf32>
+  %s = tensor.dim %k, %c2 : tensor<{h}x{d}x?xf32>
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t, %s) : tensor<12x?x?xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
-  %r = linalg.batch_matmul ins(%q, %k : tensor<12x?x64xf32>, tensor<12x64x?xf32>) outs(%init : tensor<12x?x?xf32>) -> tensor<12x?x?xf32>
-  return %r : tensor<12x?x?xf32>
-}
+  %e = tensor.empty(%t, %s) : tensor<{h}x?x?xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<{h}x?x?xf32>) -> tensor<{h}x?x?xf32>
+  %r = linalg.batch_matmul ins(%q, %k : tensor<{h}x?x{d}xf32>, tensor<{h}x{d}x?xf32>) outs(%init : tensor<{h}x?x?xf32>) -> tensor<{h}x?x?xf32>
+  return %r : tensor<{h}x?x?xf32>
+}}
 """
+
+
+# 12 x T x 64 x T: scores = Q[12, T, 64] @ K^T[12, 64, T]
+SCORES = scores_module(12, 64)
 
 # 12 x T x T x 64: context = P[12, T, T] @ V[12, T, 64]
 CONTEXT = """func.func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {

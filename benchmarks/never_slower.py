@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from bert_workloads import DENSE, dense_module
+from bert_workloads import DENSE, dense_module, scores_module
 from bert_workloads import workloads as bert_workloads
 from constant_weight_bench import BASELINES, RANGE, geomean, ratios, replace_section
 
@@ -59,23 +59,10 @@ TRANSPOSED = """func.func @main(%x: tensor<?x512xf32>, %w: tensor<2048x512xf32>)
 }
 """
 
-SCORES_80 = """func.func @main(%q: tensor<16x?x80xf32>, %k: tensor<16x80x?xf32>) -> tensor<16x?x?xf32> {
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %t = tensor.dim %q, %c1 : tensor<16x?x80xf32>
-  %s = tensor.dim %k, %c2 : tensor<16x80x?xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t, %s) : tensor<16x?x?xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<16x?x?xf32>) -> tensor<16x?x?xf32>
-  %r = linalg.batch_matmul ins(%q, %k : tensor<16x?x80xf32>, tensor<16x80x?xf32>) outs(%init : tensor<16x?x?xf32>) -> tensor<16x?x?xf32>
-  return %r : tensor<16x?x?xf32>
-}
-"""
-
 HELD_OUT = {
     "heldout_large_ffn1": dense_module(1024, 4096),
     "heldout_linear_t": TRANSPOSED,
-    "heldout_scores_h80": SCORES_80,
+    "heldout_scores_h80": scores_module(16, 80),
 }
 WEIGHTED = {*DENSE, "heldout_large_ffn1", "heldout_linear_t"}
 
