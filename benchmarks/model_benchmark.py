@@ -1,8 +1,9 @@
 """Benchmark: whole models tuned by dcmlir against IREE (default, data tiling), ONNX Runtime, torch.
 
 For each model of ``--models`` (``gpt2-2l``, ``gpt2-12l``: GPT-2 from a transformers config
-with seeded random weights, ``input_ids [1, T]``; ``bert-12l``: the generated BERT-base
-encoder, ``[T, 768]``; any ``gpt2-Nl`` / ``bert-Nl``), T dynamic in 1..128:
+with seeded random weights, ``input_ids [1, T]``; ``llama-12l``: a Llama of the same width
+(RoPE, SwiGLU, RMSNorm) the same way; ``bert-12l``: the generated BERT-base encoder,
+``[T, 768]``; any ``gpt2-Nl`` / ``llama-Nl`` / ``bert-Nl``), T dynamic in 1..128:
 
 1. make the module (import GPT-2 through torch.export, or generate the encoder; an
    existing module in ``--workdir`` with the same first line is reused);
@@ -53,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 COMMAND = "python benchmarks/model_benchmark.py"
 DEFAULT_SEQ = "1:8,13,16,17,24,31,32,48,64,65,77,96,100,112,120,127,128"
-_MODEL = re.compile(r"^(gpt2|bert)-(\d+)l$")
+_MODEL = re.compile(r"^(gpt2|bert|llama)-(\d+)l$")
 
 
 def say(line: str) -> None:
@@ -78,7 +79,8 @@ def commit() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One model of ``--models``: ``gpt2-2l`` is GPT-2 with 2 layers, ``bert-12l`` the encoder."""
+    """One model of ``--models``: ``gpt2-2l`` is GPT-2 with 2 layers, ``llama-2l`` a Llama as
+    wide (:data:`~dcmlir.models.hf_models.HF_DEFAULT_SIZES`), ``bert-12l`` the encoder."""
 
     kind: str
     layers: int
@@ -87,7 +89,9 @@ class ModelSpec:
     def parse(cls, text: str) -> ModelSpec:
         match = _MODEL.match(text.strip())
         if match is None:
-            raise SystemExit(f"--models: '{text}' is not gpt2-Nl or bert-Nl (e.g. gpt2-12l)")
+            raise SystemExit(
+                f"--models: '{text}' is not gpt2-Nl, llama-Nl or bert-Nl (e.g. gpt2-12l)"
+            )
         return cls(match.group(1), int(match.group(2)))
 
     @property
@@ -125,6 +129,8 @@ def make_module(spec: ModelSpec, args: argparse.Namespace) -> Module:
             say(f"{spec.slug}: generating {config.describe()} into {path}")
             parameters = save_model(model, path)
         return Module(path, model.text, parameters, config.describe(), config)
+    if spec.kind == "llama":
+        return _llama_module(spec, path, args.max_t)
     from dcmlir.models.hf_models import Gpt2Config, gpt2, model_header  # needs no torch
 
     gpt = Gpt2Config(spec.layers, seq=(1, args.max_t), lm_head=args.lm_head)
@@ -138,6 +144,32 @@ def make_module(spec: ModelSpec, args: argparse.Namespace) -> Module:
         parameters = built.save(path)
         say(f"{spec.slug}: imported into {path} in {time.perf_counter() - start:.0f} s")
     return Module(path, path.read_text(encoding="utf-8"), parameters, gpt.describe())
+
+
+def _llama_module(spec: ModelSpec, path: Path, max_t: int) -> Module:
+    """A Llama (RoPE, SwiGLU, RMSNorm) of ``spec.layers`` layers, hidden 768, imported once."""
+    from dcmlir.models.hf_models import hf_model
+    from dcmlir.models.torch_import import import_torch
+
+    model = hf_model("llama", {"layers": spec.layers}, seq=(1, max_t))
+    assert model.header is not None  # run-model rebuilds the torch model from it
+    if _reusable(path, model.header):
+        say(f"{spec.slug}: reusing {path}")
+        parameters = ParameterFile(str(path.with_suffix(".irpa")), "model")
+        return Module(path, path.read_text(encoding="utf-8"), parameters, model.description)
+    say(f"{spec.slug}: importing {model.description} (torch.export, IREE input conversion)")
+    start = time.perf_counter()
+    imported = import_torch(
+        model.module,
+        model.example_inputs,
+        model.dynamic_dims,
+        input_dims=model.input_dims,
+        weights="params",
+    )
+    parameters = imported.save(path)
+    path.write_text(model.header + "\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    say(f"{spec.slug}: imported into {path} in {time.perf_counter() - start:.0f} s")
+    return Module(path, path.read_text(encoding="utf-8"), parameters, model.description)
 
 
 def _reusable(path: Path, first_line: str) -> bool:

@@ -20,6 +20,7 @@ from dcmlir.ir.iree import ParameterFile, load_function  # noqa: E402
 from dcmlir.ir.mlir import ir  # noqa: E402
 from dcmlir.measure.timing import relative_error  # noqa: E402
 from dcmlir.models import EncoderConfig  # noqa: E402
+from dcmlir.models.hf_models import hf_model, source_from_text  # noqa: E402
 from dcmlir.models.torch_guards import ExportGuardError, explain_export_failure  # noqa: E402
 from dcmlir.models.torch_import import TorchEncoder, torch_reference  # noqa: E402
 from dcmlir.tools.cli import main  # noqa: E402
@@ -95,8 +96,16 @@ def test_hf_config_imports_with_token_ids_and_a_dynamic_seq(
     assert main_signature(out_path).startswith("util.func public @main(%arg0: tensor<1x?xi64>)")
     assert "-> tensor<1x?x32xf32>" in main_signature(out_path)
     assert "umin = 1, umax = 32" in out_path.read_text()
-    # GPT-2's header lets run-model rebuild it; the others have none to give
-    assert out_path.read_text().startswith("// dcmlir-model: gpt2 {") == (family == "gpt2")
+    # the header lets run-model rebuild the torch model: the same weights, the same outputs
+    header = "gpt2" if family == "gpt2" else "hf"
+    assert out_path.read_text().startswith(f"// dcmlir-model: {header} {{"), out_path.read_text()
+    source = source_from_text(out_path.read_text())
+    assert source is not None and source.seq == (1, 32) and source.vocab == 100
+    ids = torch.randint(0, 100, (1, 9))
+    parsed = {key: int(value) for key, value in (kv.split("=") for kv in sizes.split(","))}
+    again = hf_model(family, parsed, seq=(1, 32)).module
+    with torch.no_grad():
+        assert torch.equal(source.build()(ids), again(ids))
 
 
 def test_hf_config_guard_names_the_position_table(

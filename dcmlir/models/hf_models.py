@@ -256,8 +256,8 @@ def _default_ffn(family: str, hidden: int) -> int:
 class HfModel:
     """A ``transformers`` model ready for ``import_torch``, and the line that describes it.
 
-    ``header``: the saved module's first line where ``dcmlir run-model`` can rebuild
-    the model from it (GPT-2's :func:`model_header`), else None.
+    ``header``: the saved module's first line, from which ``dcmlir run-model`` rebuilds
+    the model (GPT-2's :func:`model_header`; ``// dcmlir-model: hf {...}`` for the others).
     """
 
     family: str
@@ -328,6 +328,7 @@ def hf_model(
         f"{size['layers']}-layer {name}, hidden {size['hidden']}, {heads}, FFN {size['ffn']}, "
         f"vocab {size['vocab']}, positions {positions}, T in {seq[0]}..{seq[1]}, seed {seed}"
     )
+    fields = {"family": family, "sizes": sizes, "seq": list(seq), "describe": description}
     return HfModel(
         family,
         module,
@@ -335,7 +336,26 @@ def hf_model(
         {"seq": seq},
         [{1: "seq"}],
         description,
+        f"// dcmlir-model: hf {json.dumps({**fields, 'seed': seed}, sort_keys=True)}",
     )
+
+
+def _hf_module(
+    family: str, sizes: tuple[tuple[str, int], ...], seq: tuple[int, int], seed: int
+) -> nn.Module:
+    """``hf_model``'s module alone: what a :class:`TorchSource` of an ``hf`` header rebuilds."""
+    return hf_model(family, dict(sizes), seq=seq, seed=seed).module
+
+
+def _hf_source(fields: dict[str, Any]) -> TorchSource:
+    """The :class:`TorchSource` of an ``hf`` header (BERT or Llama; GPT-2 has its own)."""
+    family, sizes = fields["family"], {str(k): int(v) for k, v in fields["sizes"].items()}
+    seq, seed = (int(fields["seq"][0]), int(fields["seq"][1])), int(fields.get("seed", 0))
+    if family not in HF_FAMILIES or family == "gpt2":
+        raise ValueError(f"the module's hf header names an unknown family '{family}'")
+    vocab = {**HF_DEFAULT_SIZES[family], **sizes}["vocab"]
+    build = functools.partial(_hf_module, family, tuple(sorted(sizes.items())), seq, seed)
+    return TorchSource(str(fields.get("describe", family)), build, (1,), seq, vocab)
 
 
 def _bert(size: Mapping[str, int], seq: tuple[int, int], seed: int) -> tuple[nn.Module, int]:
@@ -406,6 +426,11 @@ def source_from_text(text: str) -> TorchSource | None:
     if match is None:
         return None
     kind, fields = match.groups()
+    if kind == "hf":
+        try:
+            return _hf_source(json.loads(fields))
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"the module's hf header is not a valid config: {err}") from None
     if kind != "gpt2":
         raise ValueError(f"the module's header names an unknown model '{kind}'")
     try:
