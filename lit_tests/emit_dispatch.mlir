@@ -295,6 +295,46 @@ func.func @dense_two_users(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> te
   return %sq : tensor<?x768xf32>
 }
 
+// SwiGLU (Llama's MLP): silu(gate) * up reads two planned contractions. The product
+// joins the first one's group only (gate's, with its activation); up's cascade carries
+// nothing, and gate's branches read its result.
+// CHECK-LABEL: func.func @swiglu
+// CHECK: %[[UP:.*]] = scf.if
+// CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
+// CHECK-NEXT: scf.yield
+// CHECK-NOT: arith.mulf
+// CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
+// CHECK-NEXT: linalg.generic
+// CHECK: math.tanh
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[UP]] : tensor<?x768xf32>, tensor<?x768xf32>)
+// CHECK: arith.mulf
+func.func @swiglu(%x: tensor<?x768xf32>, %wg: tensor<768x768xf32>, %wu: tensor<768x768xf32>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x768xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16, 2 fused consumer(s) in each branch}}
+  %gate = linalg.matmul ins(%x, %wg : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %act = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%gate : tensor<?x768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  } -> tensor<?x768xf32>
+  // expected-remark @below {{dispatch: 3 kernels, tree depth 2, range d0=1:16}}
+  %up = linalg.matmul ins(%x, %wu : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %prod = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%act, %up : tensor<?x768xf32>, tensor<?x768xf32>) outs(%e : tensor<?x768xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<?x768xf32>
+  return %prod : tensor<?x768xf32>
+}
+
 // In IREE's util.func (the global-optimization level), the cascade's dynamic
 // result is tied to its size, read from the op's init before the cascade, so IREE can
 // resolve it.

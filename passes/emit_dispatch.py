@@ -124,6 +124,7 @@ def emit_dispatch(
     remarks: list[_Remark] = []  # in IR order, emitted once all checks pass
     module_keys: dict[str, str] = {}
     matched: set[str] = set()
+    taken: set[ir.Operation] = set()  # fused into an earlier target's group
     with module.context:
         for op, found in list(workloads(module, ctx.diagnostics.source_name)):
             if _left_to_iree(op):  # the entry's copy dcmlir-split-entry keeps as it was
@@ -146,7 +147,8 @@ def emit_dispatch(
                 )
                 continue
             matched.add(found.key)
-            group = fused_consumers(op)
+            group = fused_consumers(op, taken)
+            taken.update(group.members)
             targets.append(
                 _Target(
                     op,

@@ -10,7 +10,7 @@ model at T >= 16).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from dcmlir.ir.mlir import arith, ir, tensor
@@ -117,7 +117,7 @@ class FusedGroup:
         ).result
 
 
-def fused_consumers(op: ir.Operation) -> FusedGroup:
+def fused_consumers(op: ir.Operation, taken: Collection[ir.Operation] = ()) -> FusedGroup:
     """The largest group of elementwise consumers IREE would fuse after ``op``.
 
     A member is a ``linalg.generic`` in ``op``'s block with parallel loops only, one
@@ -125,6 +125,8 @@ def fused_consumers(op: ir.Operation) -> FusedGroup:
     or transpose), or a reshape that only adds unit dims around a group value; its other
     operands do not depend on ``op``. Grown to a fixed point, then cut back to the longest
     prefix with one output, read only after it; a reduction (layernorm) is never a member.
+    ``taken``: members of other ops' groups, never members of this one (SwiGLU's
+    ``silu(gate) * up`` reads two contractions: it joins the first one's group only).
     """
     if len(op.results) != 1:
         return FusedGroup(op)
@@ -137,7 +139,7 @@ def fused_consumers(op: ir.Operation) -> FusedGroup:
         for value in list(dropped):
             for use in value.uses:
                 user = use.owner.operation
-                if user in members or user.block != op.block:
+                if user in members or user in taken or user.block != op.block:
                     continue
                 drop = _member_drop(user, dropped, order, order[op])
                 if drop is None:
