@@ -98,6 +98,13 @@ def markdown(result: dict[str, Any]) -> str:
         " tiling at that T, the median of per-round ratios (< 1: faster than the best IREE"
         " build)"
     )
+    speeds = [(row["speedup"], row["t"]) for row in run["rows"] if row.get("speedup")]
+    if speeds:
+        worst, at = min(speeds)
+        lines.append(
+            f"- slowest T against IREE default: {_cell(worst, unit='x')} at T={at}"
+            " (dcmlir's speedup there, the median of per-round ratios)"
+        )
     for column, why in run["unavailable"].items():
         lines.append(f"- {column}: not timed: {why}")
     for column, note in run.get("notes", {}).items():
@@ -155,7 +162,7 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
 
 
 INTRO = (
-    "## Whole models against IREE, ONNX Runtime and torch (GPT-2, BERT-base)\n\n"
+    "## Whole models against IREE, ONNX Runtime and torch (GPT-2, Llama, BERT-base)\n\n"
     "Written by `benchmarks/model_benchmark.py` (how to run it: the section above); one"
     " subsection per model from `docs/results/model_benchmark_<model>.json`. Absolute times"
     " are from whatever machine ran it (see each subsection's target line)."
@@ -171,7 +178,7 @@ def write_docs(doc: Path, results: Path) -> str:
         result = json.loads(path.read_text())
         if isinstance(result, dict) and "slug" in result:
             found.append(result)
-    order = {"gpt2": 0, "bert": 1}
+    order = {"gpt2": 0, "llama": 1, "bert": 2}
     found.sort(key=lambda r: (order.get(r["kind"], 2), r["layers"]))
     body = [
         section.replace(
