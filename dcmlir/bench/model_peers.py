@@ -40,6 +40,7 @@ from dcmlir.measure.timing import Inputs, random_inputs
 from dcmlir.measure.variants import HostModel
 from dcmlir.models import EncoderConfig, make_weights
 from dcmlir.models.hf_models import TorchSource
+from dcmlir.models.onnx_source import onnx_source_from_text
 from dcmlir.target import CpuTarget, Target
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "encoder_module",
     "encoder_source",
     "export_onnx",
+    "onnx_file_reference",
+    "onnx_file_variant",
     "onnx_variant",
     "torch_reference",
 ]
@@ -354,6 +357,53 @@ def onnx_variant(
     except ValueError as err:
         return str(err)
     return HostModel(ONNX, functools.partial(OnnxModel, str(path), threads)), note
+
+
+# --- a module imported from ONNX: onnxruntime on the very file ---------------------------
+
+
+def onnx_file_reference(
+    kind: str, text: str, threads: int
+) -> tuple[str, Callable[[Inputs], list[np.ndarray]]] | None:
+    """onnxruntime on the ``.onnx`` file a module was imported from (``dcmlir import-onnx``
+    records it): the reference ``auto`` (when onnxruntime is installed) and ``onnxruntime``
+    pick; None for another reference or module. A file gone or changed is a ValueError.
+    """
+    source = onnx_source_from_text(text)
+    if kind == "onnxruntime" and source is None:
+        raise ValueError(
+            "--reference onnxruntime: the module was not imported from ONNX (dcmlir import-onnx)"
+        )
+    if source is None or kind not in ("auto", "onnxruntime"):
+        return None
+    if importlib.util.find_spec("onnxruntime") is None:
+        if kind == "auto":
+            return None
+        raise ValueError(
+            "--reference onnxruntime: onnxruntime is not installed (pip install 'dcmlir[bench]')"
+        )
+    source.check()
+    model = OnnxModel(source.path, threads)
+
+    def reference(inputs: Inputs) -> list[np.ndarray]:
+        return model.to_host(model.invoke(model.prepare(inputs)))
+
+    return f"onnxruntime on {Path(source.path).name}", reference
+
+
+def onnx_file_variant(text: str, threads: int) -> tuple[HostModel, None] | str | None:
+    """The onnxruntime variant of the ``.onnx`` file an ONNX-imported module came from (no
+    note, as :func:`onnx_variant`), the reason there is none, or None for another module."""
+    source = onnx_source_from_text(text)
+    if source is None:
+        return None
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+    try:
+        source.check()
+    except ValueError as err:
+        return str(err)
+    return HostModel(ONNX, functools.partial(OnnxModel, source.path, threads)), None
 
 
 # --- IREE data tiling ----------------------------------------------------------------------

@@ -406,6 +406,8 @@ def source_from_text(text: str) -> TorchSource | None:
     if match is None:
         return None
     kind, fields = match.groups()
+    if kind == "onnx":  # an ONNX file, not a torch model (dcmlir.models.onnx_source)
+        return None
     if kind != "gpt2":
         raise ValueError(f"the module's header names an unknown model '{kind}'")
     try:
