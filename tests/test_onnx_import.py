@@ -112,6 +112,10 @@ def test_bad_inputs_are_one_line_errors(capsys: pytest.CaptureFixture[str], tmp_
         "--dims: 'sequence' is not a dynamic axis of the model; its dynamic axes: "
         "x[0] (batch), x[1] (seq), mask[0] (batch), mask[1] (mask.1)"
     )
+    code, _, err = run(capsys, "import-onnx", path, "-o", path)
+    assert code == 1 and one_line_error(err).startswith("-o and MODEL.onnx name the same file")
+    code, _, err = run(capsys, "import-onnx", path, "-o", out, "--params", path)
+    assert code == 1 and one_line_error(err).startswith("--params and MODEL.onnx name the same")
     code, _, err = run(capsys, "import-onnx", path, "-o", out, "--dims", "seq=8:1")
     assert code == 2 and "seq: range '8:1' is reversed" in err
     # an op IREE does not know: the importer's lowering fails, in one line

@@ -18,7 +18,7 @@ from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.models import WEIGHT_MODES
 from dcmlir.shapes import parse_range
 from dcmlir.tools.cmd_models import _human as human_size
-from dcmlir.tools.common import CliError
+from dcmlir.tools.common import CliError, distinct_paths
 
 _DIM = re.compile(r"^([^=,]+)=([^=,]+)$")
 
@@ -88,6 +88,9 @@ def run_import_onnx(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     """Import the model and write it (onnx itself is imported only here: optional)."""
     if args.params and args.weights != "params":
         raise CliError("--params names the weights file of --weights params only")
+    archive = args.params or Path(args.output).with_suffix(".irpa")
+    weights = archive if args.weights == "params" else None
+    distinct_paths({"MODEL.onnx": args.model, "-o": args.output, "--params": weights})
     try:
         # the bench extra: dcmlir.models.onnx_import imports onnx, so it loads only here
         onnx_import = importlib.import_module("dcmlir.models.onnx_import")
