@@ -75,6 +75,7 @@ def test_ranges_bind_each_axis_and_a_single_size_makes_it_static(tmp_path: Path)
     assert text.count("umin = 1, umax = 16") == 2 and "umax = 1>" not in text
     source = onnx_source_from_text(text)
     assert source is not None and source.path == str(path.resolve()) and source.dims == ranges
+    assert source.vocab is None  # no input indexes a table
     assert source_from_text(text) is None  # an ONNX file, no torch model to rebuild
     # the module against onnxruntime on the file (its reference): both dynamic axes at T
     vmfb = build(text, "llvm-cpu").vmfb
@@ -165,6 +166,8 @@ def test_hf_export_imports_tunes_compiles_and_matches_onnxruntime(
     assert out.splitlines()[0] == f"{onnx_file}: seq in 1..32"
     text = module.read_text()
     assert text.startswith("// dcmlir-model: onnx {") and "umin = 1, umax = 32" in text
+    source = onnx_source_from_text(text)
+    assert source is not None and source.vocab == 100  # token ids index the 100-row table
     assert "util.func public @main(%arg0: tensor<1x?xi64>) -> tensor<1x?x64xf32>" in text
     assert parameters_for(module, text) is not None  # the weights went to the .irpa
     plan = tmp_path / "plan.json"

@@ -96,9 +96,13 @@ def embedding_rows(text: str) -> int | None:
 
 
 def token_bound(text: str, source: TorchSource | None) -> int:
-    """Token ids are drawn from [0, bound): the source's vocabulary, an embedding's rows, or 2."""
+    """Token ids are drawn from [0, bound): the source's vocabulary (a torch model's, or the
+    table an ONNX-imported model's input indexes), an embedding's rows, or 2."""
     if source is not None and source.vocab:
         return source.vocab
+    onnx = onnx_source_from_text(text)
+    if onnx is not None and onnx.vocab:
+        return onnx.vocab
     return embedding_rows(text) or 2
 
 

@@ -107,6 +107,25 @@ def dynamic_axes(model: onnx.ModelProto) -> list[OnnxAxis]:
     return found
 
 
+_RESHAPES = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Cast", "Expand"}
+"""Ops whose output holds the same ids as their first input, only reshaped."""
+
+
+def token_rows(model: onnx.ModelProto) -> int | None:
+    """Rows of the smallest table an input's ids index (a ``Gather`` of an initializer by
+    the input itself or a reshape of it): the vocabulary run-model draws token ids from;
+    None when no input indexes a table."""
+    derived = {value.name for value in _graph_inputs(model)}
+    tables = {tensor.name: tensor.dims[0] for tensor in model.graph.initializer if tensor.dims}
+    rows = []
+    for node in model.graph.node:  # ONNX graphs are topologically sorted
+        if node.op_type in _RESHAPES and node.input and node.input[0] in derived:
+            derived.update(node.output)
+        if node.op_type == "Gather" and node.input[1] in derived and node.input[0] in tables:
+            rows.append(tables[node.input[0]])
+    return min(rows) if rows else None
+
+
 def axis_ranges(
     axes: list[OnnxAxis], given: Mapping[str, tuple[int, int]]
 ) -> dict[str, tuple[int, int]]:
@@ -273,5 +292,5 @@ def import_onnx(
             text = lower_to_linalg(text)
         except ConversionError as err:
             raise OnnxImportError(str(err)) from None
-    source = OnnxSource(str(Path(path).resolve()), file_sha256(path), chosen)
+    source = OnnxSource(str(Path(path).resolve()), file_sha256(path), chosen, token_rows(model))
     return ImportedModel(f"{source.header()}\n{text}", weights, arrays, func_name), chosen

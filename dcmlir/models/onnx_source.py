@@ -30,15 +30,17 @@ def file_sha256(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class OnnxSource:
-    """An ONNX file (absolute path and SHA-256) and the range each dynamic axis was given."""
+    """An ONNX file (absolute path and SHA-256), the range each dynamic axis was given and
+    the vocabulary its integer inputs index (token ids in [0, vocab)), if any."""
 
     path: str
     sha256: str
     dims: dict[str, tuple[int, int]] = field(default_factory=dict)
+    vocab: int | None = None
 
     def header(self) -> str:
         """The module's first line: ``// dcmlir-model: onnx {...}``."""
-        fields = {"path": self.path, "sha256": self.sha256, "dims": self.dims}
+        fields = {"path": self.path, "sha256": self.sha256, "dims": self.dims, "vocab": self.vocab}
         return f"// dcmlir-model: onnx {json.dumps(fields, sort_keys=True)}"
 
     def check(self) -> None:
@@ -62,6 +64,9 @@ def onnx_source_from_text(text: str) -> OnnxSource | None:
     try:
         fields = json.loads(match.group(1))
         dims = {str(k): (int(lo), int(hi)) for k, (lo, hi) in fields["dims"].items()}
-        return OnnxSource(str(fields["path"]), str(fields["sha256"]), dims)
+        vocab = fields.get("vocab")
+        return OnnxSource(
+            str(fields["path"]), str(fields["sha256"]), dims, None if vocab is None else int(vocab)
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ValueError(f"the module's onnx header is not valid: {err}") from None
