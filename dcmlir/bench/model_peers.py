@@ -35,6 +35,7 @@ import numpy as np
 
 from dcmlir.bench.peers import DATA_TILING_FLAGS
 from dcmlir.build.compiler import BuildError, build
+from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.runner import ShapeProblem
 from dcmlir.measure.timing import Inputs, random_inputs
 from dcmlir.measure.variants import HostModel
@@ -313,6 +314,7 @@ class OnnxModel:
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 4  # its errors come back as exceptions: not printed too
         try:
             self.session = onnxruntime.InferenceSession(
                 path, options, providers=["CPUExecutionProvider"]
@@ -390,7 +392,14 @@ def onnx_file_reference(
     model = OnnxModel(source.path, threads)
 
     def reference(inputs: Inputs) -> list[np.ndarray]:
-        return model.to_host(model.invoke(model.prepare(inputs)))
+        try:
+            return model.to_host(model.invoke(model.prepare(inputs)))
+        except Exception as err:  # onnxruntime's own types: one line, not a traceback
+            shapes = ", ".join("x".join(map(str, np.shape(a))) for a in inputs)
+            message = str(err).strip().splitlines()[0]
+            raise RuntimeFailure(
+                f"onnxruntime (the reference) failed on inputs {shapes}: {message}"
+            ) from None
 
     return f"onnxruntime on {Path(source.path).name}", reference
 

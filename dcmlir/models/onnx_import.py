@@ -207,8 +207,8 @@ def _to_torch_dialect(
             raise OnnxImportError(f"IREE's ONNX importer failed: {_first_line(err)}") from None
         ops = [op.operation for op in module.regions[0].blocks[0]]
         (function,) = (op for op in ops if op.name == "func.func")
-        if ranges:
-            _bind_ranges(function, axes, ranges)
+        if ranges:  # the importer's arguments: the graph inputs that are no initializer
+            _bind_ranges(function, [v.name for v in _graph_inputs(model)], axes, ranges)
         try:
             module.verify()
         except ir.MLIRError as err:
@@ -223,12 +223,16 @@ def _to_torch_dialect(
 
 
 def _bind_ranges(
-    function: ir.Operation, axes: list[OnnxAxis], ranges: Mapping[str, tuple[int, int]]
+    function: ir.Operation,
+    inputs: list[str],
+    axes: list[OnnxAxis],
+    ranges: Mapping[str, tuple[int, int]],
 ) -> None:
     """A ``torch.symbolic_int`` per dynamic axis name at the top of ``function``, bound to
-    each argument with a dynamic axis by ``torch.bind_symbolic_shape`` (the FX importer's form)."""
+    each argument with a dynamic axis by ``torch.bind_symbolic_shape`` (the FX importer's
+    form). ``inputs``: the graph inputs' names, in the order of the function's arguments."""
     block = function.regions[0].blocks[0]
-    arguments = list(block.arguments)
+    arguments = dict(zip(inputs, block.arguments, strict=True))
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint.at_block_begin(block), ir.Location.unknown():
         symbols = {}
@@ -242,11 +246,10 @@ def _bind_ranges(
                     "max_val": ir.IntegerAttr.get(i64, hi),
                 },
             ).result
-        inputs = list(dict.fromkeys(axis.input_name for axis in axes))
-        for index, input_name in enumerate(inputs):
+        for input_name in dict.fromkeys(axis.input_name for axis in axes):
             mine = {axis.axis: axis.name for axis in axes if axis.input_name == input_name}
             used = list(dict.fromkeys(mine.values()))
-            argument = arguments[index]
+            argument = arguments[input_name]
             sizes = str(argument.type).split("[", 1)[1].split("]", 1)[0].split(",")
             exprs = [f"s{used.index(mine[a])}" if a in mine else n for a, n in enumerate(sizes)]
             names = ", ".join(f"s{i}" for i in range(len(used)))
