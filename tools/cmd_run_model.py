@@ -7,7 +7,13 @@ import json
 from pathlib import Path
 from typing import IO
 
-from dcmlir.bench.model_compare import PEERS, ModelRunError, parameters_for, run_model
+from dcmlir.bench.model_compare import (
+    PEERS,
+    REFERENCES,
+    ModelRunError,
+    parameters_for,
+    run_model,
+)
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver import TuneError, compile, compile_default
 from dcmlir.files import write_atomic
@@ -26,7 +32,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "length",
         description="Compile MODEL.mlir with the plan's dispatch, as IREE compiles it by default "
         "and with IREE's data tiling (all cached); export its torch model to ONNX when it is known "
-        "(a generated encoder, or a model saved with a '// dcmlir-model:' header such as GPT-2); "
+        "(a generated encoder, or a model saved with a '// dcmlir-model:' header such as GPT-2), "
+        "or take the .onnx file of a module dcmlir import-onnx wrote; "
         "then at each sequence length check every output against a reference (max abs error <= "
         "1e-4 of the output's scale) and time them side by side, interleaved in rounds (largest "
         "T first, as a warm-up): IREE default, IREE data tiling, dcmlir, onnxruntime and, with "
@@ -47,10 +54,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument(
         "--reference",
         default="auto",
-        choices=("auto", "numpy", "torch", "default"),
+        choices=REFERENCES,
         help="what outputs are checked against: the generated encoder in numpy (float64) or in "
-        "torch (float64; torch eager is then timed too), or IREE's default build; auto: torch "
-        "when installed, else numpy, for a generated encoder, else default (default: %(default)s)",
+        "torch (float64; torch eager is then timed too), onnxruntime on the .onnx file of a "
+        "module dcmlir import-onnx wrote, or IREE's default build; auto: onnxruntime for an "
+        "ONNX-imported module, torch when installed, else numpy, for a generated encoder, else "
+        "default (default: %(default)s)",
     )
     run.add_argument(
         "--device",

@@ -8,16 +8,18 @@ the one timing path: one supervised worker process on one device; at each ``T``
 every output is checked against a reference and the variants are timed side by
 side, interleaved in rounds (docs/design.md, section 4), largest ``T`` first as a
 warm-up. The reference outputs are computed here, in the parent, and sent to the
-worker with the inputs: the module's torch model in float64 (the generated
-encoder, or a model saved with a ``// dcmlir-model:`` header, e.g. GPT-2), the
-generated encoder's float64 numpy model, or, for a module nobody can rebuild, IREE's
-default build itself. Integer inputs are token ids (``[0, vocab)``).
+worker with the inputs: onnxruntime on the file an ONNX-imported module came from,
+the module's torch model in float64 (the generated encoder, or a model saved with a
+``// dcmlir-model:`` header, e.g. GPT-2), the generated encoder's float64 numpy model,
+or, for a module nobody can rebuild, IREE's default build itself. Integer inputs are
+token ids (``[0, vocab)``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import math
 import os
 import re
@@ -48,9 +50,10 @@ from dcmlir.models import EncoderConfig, encoder_reference, make_weights
 from dcmlir.models.hf_models import TorchSource, source_from_text
 from dcmlir.target import Target
 
-REFERENCES = ("auto", "numpy", "torch", "default")
-"""``auto``: torch when it is installed and the module's torch model is known (a generated
-encoder, a saved GPT-2), else numpy for a generated encoder, else IREE's default build."""
+REFERENCES = ("auto", "numpy", "torch", "onnxruntime", "default")
+"""``auto``: onnxruntime on an ONNX-imported module's file, torch when it is installed and the
+module's torch model is known (a generated encoder, a saved GPT-2), else numpy for a
+generated encoder, else IREE's default build (each when its package is installed)."""
 
 RTOL = 1e-4
 """fp32 against the reference: max abs error relative to the output's scale (the issue's)."""
@@ -63,8 +66,9 @@ COLUMNS = (DEFAULT, DATA_TILING, TUNED, ONNX, TORCH)
 """Every column a run may have, in the order tables show them."""
 IREE_BUILDS = (DEFAULT, DATA_TILING)
 """The IREE builds a user would pick from: ratios are against the faster of the two."""
+_OWN = (DEFAULT, TUNED)  # the columns whose failure fails the run
 
-_PARAMETER = re.compile(r'#flow\.parameter\.named<"([^"]+)"::')
+_PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
 _TENSOR = re.compile(r"tensor<([^>]*)>")
 
 
@@ -172,6 +176,12 @@ def reference_for(
         return kind
     if kind not in REFERENCES:
         raise ModelRunError(f"--reference: '{kind}' is not one of {', '.join(REFERENCES)}")
+    try:  # a module imported from ONNX: onnxruntime on its file
+        onnx = model_peers.onnx_file_reference(kind, text, threads)
+    except ValueError as err:
+        raise ModelRunError(str(err)) from None
+    if onnx is not None:
+        return Reference(*onnx)
     config = config if config is not None else encoder_config(text)
     source = source if source is not None else torch_source(text, config)
     if kind == "default" or (kind == "auto" and source is None):
@@ -195,11 +205,7 @@ def reference_for(
 
 
 def _torch_available() -> bool:
-    try:
-        import torch  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("torch") is not None
 
 
 def _torch_reference(source: TorchSource, threads: int) -> Reference:
@@ -224,10 +230,8 @@ class SeqRow:
     comparison: ShapeResult
 
     def median(self, name: str) -> float:
-        try:
-            return self.comparison[name].median
-        except KeyError:
-            return math.nan
+        timing = self.comparison.timings.get(name)
+        return math.nan if timing is None else timing.median
 
     @property
     def speedup(self) -> float:
@@ -413,7 +417,8 @@ def run_model(
     with ``reference="default"``, to compute the reference outputs. ``config``: the
     generated encoder's config when the caller has it; ``source``: the module's torch
     model (see :func:`reference_for`). ``peers``: of :data:`PEERS` (IREE data tiling,
-    built for ``target``; onnxruntime, exported from the torch model); one that
+    built for ``target``; onnxruntime, on an ONNX-imported module's own file, else
+    exported from the torch model); one that
     cannot run is a column with its reason (:attr:`ModelRun.unavailable`). ``log``:
     one line per step (building, exporting).
     """
@@ -461,10 +466,12 @@ def run_model(
             path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
             path.write_bytes(vmfb)
             variants.append(ModuleFunction(name, str(path), function, parameters))
-        if ONNX in peers:
-            say("exporting the torch model to ONNX")
-            example = _example(arguments, source.seq if source else (1, 1))
-            onnx = model_peers.onnx_variant(source, example, threads, Path(scratch))
+        if ONNX in peers:  # an ONNX-imported module's own file, else the torch model's export
+            onnx = model_peers.onnx_file_variant(text, threads)
+            if onnx is None:
+                say("exporting the torch model to ONNX")
+                example = _example(arguments, source.seq if source else (1, 1))
+                onnx = model_peers.onnx_variant(source, example, threads, Path(scratch))
             if isinstance(onnx, str):
                 unavailable[ONNX] = onnx
             else:
@@ -486,15 +493,8 @@ def run_model(
     )
 
 
-_OWN = (DEFAULT, TUNED)
-
-
 def _example(arguments: Sequence[ArgumentType], seq: tuple[int, int]) -> list[np.ndarray]:
-    """Inputs to export with: T = 7 within the range (torch.export specialises 0 and 1)."""
+    """Inputs to export with: T = 7 within the range (torch.export specialises 0 and 1),
+    token ids 0, floats 1."""
     t = min(max(7, seq[0]), seq[1])
-    return [
-        np.zeros(a.shape(t), np.int64)
-        if model_peers.is_integer(a.dtype)
-        else np.ones(a.shape(t), np.float32)
-        for a in arguments
-    ]
+    return [np.full(a.shape(t), a.numpy_dtype != "int64", a.numpy_dtype) for a in arguments]

@@ -35,11 +35,13 @@ import numpy as np
 
 from dcmlir.bench.peers import DATA_TILING_FLAGS
 from dcmlir.build.compiler import BuildError, build
+from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.runner import ShapeProblem
 from dcmlir.measure.timing import Inputs, random_inputs
 from dcmlir.measure.variants import HostModel
 from dcmlir.models import EncoderConfig, make_weights
 from dcmlir.models.hf_models import TorchSource
+from dcmlir.models.onnx_source import onnx_source_from_text
 from dcmlir.target import CpuTarget, Target
 
 __all__ = [
@@ -56,6 +58,8 @@ __all__ = [
     "encoder_module",
     "encoder_source",
     "export_onnx",
+    "onnx_file_reference",
+    "onnx_file_variant",
     "onnx_variant",
     "torch_reference",
 ]
@@ -93,9 +97,13 @@ def embedding_rows(text: str) -> int | None:
 
 
 def token_bound(text: str, source: TorchSource | None) -> int:
-    """Token ids are drawn from [0, bound): the source's vocabulary, an embedding's rows, or 2."""
+    """Token ids are drawn from [0, bound): the source's vocabulary (a torch model's, or the
+    table an ONNX-imported model's input indexes), an embedding's rows, or 2."""
     if source is not None and source.vocab:
         return source.vocab
+    onnx = onnx_source_from_text(text)
+    if onnx is not None and onnx.vocab:
+        return onnx.vocab
     return embedding_rows(text) or 2
 
 
@@ -306,6 +314,7 @@ class OnnxModel:
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 4  # its errors come back as exceptions: not printed too
         try:
             self.session = onnxruntime.InferenceSession(
                 path, options, providers=["CPUExecutionProvider"]
@@ -354,6 +363,60 @@ def onnx_variant(
     except ValueError as err:
         return str(err)
     return HostModel(ONNX, functools.partial(OnnxModel, str(path), threads)), note
+
+
+# --- a module imported from ONNX: onnxruntime on the very file ---------------------------
+
+
+def onnx_file_reference(
+    kind: str, text: str, threads: int
+) -> tuple[str, Callable[[Inputs], list[np.ndarray]]] | None:
+    """onnxruntime on the ``.onnx`` file a module was imported from (``dcmlir import-onnx``
+    records it): the reference ``auto`` (when onnxruntime is installed) and ``onnxruntime``
+    pick; None for another reference or module. A file gone or changed is a ValueError.
+    """
+    source = onnx_source_from_text(text)
+    if kind == "onnxruntime" and source is None:
+        raise ValueError(
+            "--reference onnxruntime: the module was not imported from ONNX (dcmlir import-onnx)"
+        )
+    if source is None or kind not in ("auto", "onnxruntime"):
+        return None
+    if importlib.util.find_spec("onnxruntime") is None:
+        if kind == "auto":
+            return None
+        raise ValueError(
+            "--reference onnxruntime: onnxruntime is not installed (pip install 'dcmlir[bench]')"
+        )
+    source.check()
+    model = OnnxModel(source.path, threads)
+
+    def reference(inputs: Inputs) -> list[np.ndarray]:
+        try:
+            return model.to_host(model.invoke(model.prepare(inputs)))
+        except Exception as err:  # onnxruntime's own types: one line, not a traceback
+            shapes = ", ".join("x".join(map(str, np.shape(a))) for a in inputs)
+            message = str(err).strip().splitlines()[0]
+            raise RuntimeFailure(
+                f"onnxruntime (the reference) failed on inputs {shapes}: {message}"
+            ) from None
+
+    return f"onnxruntime on {Path(source.path).name}", reference
+
+
+def onnx_file_variant(text: str, threads: int) -> tuple[HostModel, None] | str | None:
+    """The onnxruntime variant of the ``.onnx`` file an ONNX-imported module came from (no
+    note, as :func:`onnx_variant`), the reason there is none, or None for another module."""
+    source = onnx_source_from_text(text)
+    if source is None:
+        return None
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+    try:
+        source.check()
+    except ValueError as err:
+        return str(err)
+    return HostModel(ONNX, functools.partial(OnnxModel, source.path, threads)), None
 
 
 # --- IREE data tiling ----------------------------------------------------------------------

@@ -35,6 +35,7 @@ __all__ = [
     "interpreter",
     "ir",
     "linalg",
+    "onnx_importers",
     "parse_module",
     "passmanager",
     "scf",
@@ -100,3 +101,16 @@ def fx_importer() -> Any:
     from iree.compiler.extras import fx_importer as module  # type: ignore[import-untyped]
 
     return module
+
+
+def onnx_importers() -> tuple[Any, Any]:
+    """IREE's ONNX importer and its parameter-externalizing overrides (``iree-import-onnx``'s).
+
+    Imported on demand: both import ``onnx``, which only the ``dcmlir[bench]`` extra has.
+    """
+    from iree.compiler.extras import onnx_importer  # type: ignore[import-untyped]
+    from iree.compiler.tools.import_onnx import (  # type: ignore[import-untyped]
+        importer_externalization_overrides as overrides,
+    )
+
+    return onnx_importer, overrides

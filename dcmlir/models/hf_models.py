@@ -431,6 +431,8 @@ def source_from_text(text: str) -> TorchSource | None:
             return _hf_source(json.loads(fields))
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise ValueError(f"the module's hf header is not a valid config: {err}") from None
+    if kind == "onnx":  # an ONNX file, not a torch model (dcmlir.models.onnx_source)
+        return None
     if kind != "gpt2":
         raise ValueError(f"the module's header names an unknown model '{kind}'")
     try:

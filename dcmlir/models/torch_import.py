@@ -33,8 +33,6 @@ import copy
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,9 +40,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dcmlir.ir.iree import ParameterFile, run_compile, write_parameter_archive
-from dcmlir.ir.mlir import fx_importer, ir, passmanager
+from dcmlir.ir.mlir import fx_importer, ir
+from dcmlir.models import input_conversion
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
+from dcmlir.models.input_conversion import INPUT_CONVERSION_FLAGS, ImportedModel
 from dcmlir.models.torch_guards import (
     ExportGuardError,
     TorchImportError,
@@ -53,6 +52,7 @@ from dcmlir.models.torch_guards import (
 )
 
 __all__ = [
+    "INPUT_CONVERSION_FLAGS",
     "ExportGuardError",
     "ImportedModel",
     "TorchEncoder",
@@ -325,50 +325,12 @@ class _ParameterHooks(_fx.FxImporterHooks):  # type: ignore[misc]
         ).result
 
 
-@dataclass(frozen=True)
-class ImportedModel:
-    """An imported module: its text and, for ``params`` weights, the arrays its .irpa holds."""
-
-    text: str
-    weight_mode: str
-    parameters: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    function: str = "main"
-
-    def save(
-        self, path: str | Path, parameters_path: str | Path | None = None
-    ) -> ParameterFile | None:
-        """Write the module and, for ``params`` weights, the archive (default: beside it)."""
-        Path(path).write_text(self.text, encoding="utf-8")
-        if self.weight_mode != "params":
-            return None
-        archive = Path(parameters_path) if parameters_path else Path(path).with_suffix(".irpa")
-        write_parameter_archive(archive, self.parameters)
-        return ParameterFile(str(archive), PARAMETER_SCOPE)
-
-
-INPUT_CONVERSION_FLAGS = ("--compile-to=input", "--iree-torch-emit-async-entry-points=false")
-"""IREE's torch input conversion only, with a sync ABI (``sync func @main``) that
-:func:`dcmlir.ir.iree.load_function` can call; the async default has coarse fences."""
-
-
 def lower_to_linalg(torch_text: str, timeout: float | None = None) -> str:
     """Run IREE's torch input conversion on torch-dialect IR: linalg on tensors."""
-    result = run_compile(torch_text, INPUT_CONVERSION_FLAGS, timeout=timeout)
-    if result.returncode != 0:
-        errors = [line for line in result.log.splitlines() if "error:" in line]
-        raise TorchImportError(
-            "IREE's torch input conversion failed: " + (errors[0] if errors else result.log[:500])
-        )
-    return _canonicalize(result.output.decode("utf-8"))
-
-
-def _canonicalize(text: str) -> str:
-    """``canonicalize,cse``: ``tensor.dim`` of the input folds to the ``util.assume.int``
-    value, so the range traces from the contractions' operands (and duplicate dims go)."""
-    with ir.Context():
-        module = ir.Module.parse(text)
-        passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
-        return str(module)
+    try:
+        return input_conversion.lower_to_linalg(torch_text, timeout)
+    except input_conversion.ConversionError as err:
+        raise TorchImportError(str(err)) from None
 
 
 def import_torch(
