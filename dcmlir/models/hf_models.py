@@ -43,6 +43,7 @@ __all__ = [
     "Gpt2Config",
     "HfModel",
     "TorchSource",
+    "check_batch",
     "gpt2",
     "gpt2_module",
     "gpt2_source",
@@ -50,6 +51,7 @@ __all__ = [
     "llama_module",
     "model_header",
     "source_from_text",
+    "token_inputs",
 ]
 
 GPT2_VOCAB = 50257
@@ -75,9 +77,12 @@ class Gpt2Config:
     seed: int = 0
     lm_head: bool = False  # True: GPT2LMHeadModel's logits [1, T, V]; else the last hidden state
     ffn: int | None = None  # the MLP's inner size (n_inner); None: 4 * hidden
+    batch: tuple[int, int] | None = None  # the batch's range when dynamic; None: batch 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seq", tuple(int(v) for v in self.seq))
+        if self.batch is not None:
+            object.__setattr__(self, "batch", check_batch(self.batch))
         lo, hi = self.seq
         if min(self.layers, self.hidden, self.heads, self.vocab, self.ffn or 1) < 1:
             raise ValueError("layers, hidden, heads, ffn and vocab must be >= 1")
@@ -97,14 +102,47 @@ class Gpt2Config:
         return (
             f"{self.layers}-layer GPT-2, hidden {self.hidden}, {self.heads} heads{ffn}, "
             f"vocab {self.vocab}, n_positions {self.n_positions}{head}, "
-            f"T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
+            f"{_batch_words(self.batch)}T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
         )
 
     def to_json(self) -> dict[str, Any]:
         fields = {**dataclasses.asdict(self), "seq": list(self.seq)}
-        if fields["ffn"] is None:
-            del fields["ffn"]  # headers written before ffn existed read the same
+        for optional in ("ffn", "batch"):  # headers written before they existed read the same
+            if fields[optional] is None:
+                del fields[optional]
+        if self.batch is not None:
+            fields["batch"] = list(self.batch)
         return fields
+
+
+def check_batch(batch: tuple[int, int]) -> tuple[int, int]:
+    """A dynamic batch's range: 1 <= LO <= HI and HI >= 2 (a batch of 1 only is static)."""
+    lo, hi = (int(v) for v in batch)
+    if not 1 <= lo <= hi:
+        raise ValueError(f"batch range {lo}..{hi} is not 1 <= LO <= HI")
+    if hi < 2:
+        raise ValueError(f"batch range {lo}..{hi} holds one size: leave the batch static")
+    return lo, hi
+
+
+def _batch_words(batch: tuple[int, int] | None) -> str:
+    return f"batch in {batch[0]}..{batch[1]}, " if batch else ""
+
+
+def token_inputs(
+    seq: tuple[int, int], batch: tuple[int, int] | None
+) -> tuple[list[torch.Tensor], dict[str, tuple[int, int]], list[dict[int, str]]]:
+    """Example ``input_ids``, dynamic dims and their axes: ``[1, T]``, or ``[B, T]`` with a
+    batch range (examples of 3 and 7, not 0 or 1, which torch.export specialises, and
+    apart, so no guard ties them)."""
+    import torch
+
+    example = min(max(7, seq[0]), seq[1])
+    if batch is None:
+        return [torch.zeros((1, example), dtype=torch.int64)], {"seq": seq}, [{1: "seq"}]
+    rows = min(max(3, batch[0]), batch[1])
+    ids = torch.zeros((rows, example), dtype=torch.int64)
+    return [ids], {"batch": batch, "seq": seq}, [{0: "batch", 1: "seq"}]
 
 
 def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
@@ -143,6 +181,9 @@ def gpt2_module(config: Gpt2Config) -> nn.Module:
         n_positions=config.n_positions,
         vocab_size=config.vocab,
         n_inner=config.ffn,
+        # with a dynamic batch, torch 2.13's decomposition of CPU SDPA leaves strides a later
+        # view refuses ("Cannot view a tensor with shape [B, T, H]"): plain matmul attention
+        **({"attn_implementation": "eager"} if config.batch else {}),
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -212,20 +253,14 @@ def gpt2(
     seq: tuple[int, int] = (1, 128),
     lm_head: bool = False,
     ffn: int | None = None,
+    batch: tuple[int, int] | None = None,
 ) -> BuiltModel:
-    """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``."""
-    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head, ffn)
-    import torch  # after the config's checks: a bad size is a ValueError even without torch
-
-    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
-    return BuiltModel(
-        gpt2_module(config),
-        [torch.zeros((1, example), dtype=torch.int64)],
-        {"seq": seq},
-        [{1: "seq"}],
-        config,
-        gpt2_source(config),
-    )
+    """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``
+    (``[B, T]`` with ``B`` dynamic in ``batch`` too)."""
+    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head, ffn, batch)
+    # after the config's checks: a bad size is a ValueError even without torch
+    inputs, dims, axes = token_inputs(config.seq, config.batch)
+    return BuiltModel(gpt2_module(config), inputs, dims, axes, config, gpt2_source(config))
 
 
 # --- any family from a config: what import-torch --hf-config builds ----------------------
@@ -275,9 +310,11 @@ def hf_model(
     *,
     seq: tuple[int, int] = (1, 128),
     seed: int = 0,
+    batch: tuple[int, int] | None = None,
 ) -> HfModel:
     """``family``'s model with seeded random weights: ``input_ids [1, T]`` (int64), ``T``
-    dynamic in ``seq``. ``sizes`` overrides :data:`HF_DEFAULT_SIZES` by :data:`HF_SIZE_KEYS`.
+    dynamic in ``seq``; with ``batch``, ``input_ids [B, T]``, ``B`` dynamic in it too.
+    ``sizes`` overrides :data:`HF_DEFAULT_SIZES` by :data:`HF_SIZE_KEYS`.
 
     Bad sizes are a ValueError; a position table smaller than ``T``'s top is refused for
     GPT-2 (torch.export would not notice) and left to torch.export's guard for BERT.
@@ -304,6 +341,7 @@ def hf_model(
             vocab=size["vocab"],
             seq=seq,
             ffn=size["ffn"] if size["ffn"] != 4 * size["hidden"] else None,
+            batch=batch,
         )
         return HfModel(
             family,
@@ -314,8 +352,7 @@ def hf_model(
             built.config.describe(),
             model_header(built.config),
         )
-    import torch
-
+    batch = check_batch(batch) if batch is not None else None
     if family == "bert":
         module, positions = _bert(size, seq, seed)
         name, heads = "BERT", f"{size['heads']} heads"
@@ -323,19 +360,12 @@ def hf_model(
         module, positions = llama_module(size, seed), size.get("positions", 2048)
         kv_heads = size.get("kv-heads", size["heads"])
         name, heads = "Llama", f"{size['heads']} heads ({kv_heads} KV)"
-    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
     description = (
         f"{size['layers']}-layer {name}, hidden {size['hidden']}, {heads}, FFN {size['ffn']}, "
-        f"vocab {size['vocab']}, positions {positions}, T in {seq[0]}..{seq[1]}, seed {seed}"
+        f"vocab {size['vocab']}, positions {positions}, {_batch_words(batch)}"
+        f"T in {seq[0]}..{seq[1]}, seed {seed}"
     )
-    return HfModel(
-        family,
-        module,
-        [torch.zeros((1, example), dtype=torch.int64)],
-        {"seq": seq},
-        [{1: "seq"}],
-        description,
-    )
+    return HfModel(family, module, *token_inputs(seq, batch), description)
 
 
 def _bert(size: Mapping[str, int], seq: tuple[int, int], seed: int) -> tuple[nn.Module, int]:
