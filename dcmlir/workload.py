@@ -126,9 +126,9 @@ class Workload:
         :func:`~dcmlir.shapes.spread`). None without a group or with a group whose
         loops' ranges differ.
         """
-        ranges = {d.index: d.range for d in self.dynamic_dims}
+        ranges = {d.index: d.range for d in self.dynamic_dims if d.range is not None}
         groups = [g for g in self.equal_loops if set(g) <= set(ranges)]
-        if not groups or None in ranges.values():
+        if not groups or len(ranges) < len(self.dynamic_dims):
             return None
         axes = groups + [(loop,) for loop in ranges if not any(loop in g for g in groups)]
         if any(len({ranges[loop] for loop in axis}) != 1 for axis in axes):
@@ -136,7 +136,7 @@ class Workload:
         per_axis = max(2, int(MAX_SHAPES ** (1 / len(axes)))) if len(axes) > 1 else MAX_SHAPES
         shapes: list[dict[int, int]] = [{}]
         for axis in axes:
-            lo, hi = ranges[axis[0]]  # type: ignore[misc]
+            lo, hi = ranges[axis[0]]
             values = spread(lo, hi, per_axis)
             shapes = [{**shape, **dict.fromkeys(axis, v)} for shape in shapes for v in values]
         return [tuple(shape[loop] for loop in sorted(ranges)) for shape in shapes]
