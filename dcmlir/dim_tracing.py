@@ -89,10 +89,6 @@ class Product:
             lo, hi = lo * found[0], hi * found[1]
         return lo, hi
 
-    def __str__(self) -> str:
-        names = ["*".join(sorted(map(str, f.arg_dims))) or "?" for f in self.factors]
-        return "*".join(names + ([str(self.constant)] if self.constant != 1 else []))
-
 
 def trace_dim(
     value: ir.Value, dim: int, origin: DimOrigin | None = None, depth: int = 0
