@@ -5,16 +5,23 @@ two loops are one run-time value when they trace to the same one; both need
 the walk from an operand dim through casts, reshapes, slices, IREE's ABI ops
 and ``util.assume.int`` to argument dims (:class:`ArgDim`). Kept apart from
 :mod:`dcmlir.workload`, which only asks for the answer.
+
+A dim can also be a product of others (:class:`Product`): a flatten of ``[B, T, H]``
+to ``[B*T, H]`` sizes the dense layers' ``M`` with ``B*T`` (``arith.muli``,
+``affine.apply``, a ``collapse_shape`` of two dynamic dims), attention's batch is
+``B*heads``. Its range is the product of its factors' ranges, so a model with batch
+and sequence length both dynamic needs no range beyond the two it records.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dcmlir.ir.mlir import ir
 
-__all__ = ["ArgDim", "DimOrigin", "parse_arg_dim", "trace_dim", "trace_index"]
+__all__ = ["ArgDim", "DimOrigin", "Product", "parse_arg_dim", "trace_dim", "trace_index"]
 
 
 @dataclass(frozen=True)
@@ -38,18 +45,49 @@ def parse_arg_dim(text: str) -> ArgDim:
     return ArgDim(int(match.group(1)), int(match.group(2)))
 
 
+Bounds = tuple[int, int]
+
+
 @dataclass
 class DimOrigin:
-    """Where a dynamic extent comes from: function argument dims and IR assumptions."""
+    """Where a dynamic extent comes from: function argument dims, IR assumptions, and
+    the products of other dims it equals (``arg_dims`` holds only dims it *is*)."""
 
     arg_dims: set[ArgDim] = field(default_factory=set)
     assumed: tuple[int, int] | None = None
+    products: list[Product] = field(default_factory=list)
 
     def merge_assumption(self, bounds: tuple[int, int]) -> None:
         if self.assumed is None:
             self.assumed = bounds
         else:
             self.assumed = (max(self.assumed[0], bounds[0]), min(self.assumed[1], bounds[1]))
+
+    def add_product(self, product: Product) -> None:
+        """The extent equals ``product``: its range (from the factors' assumptions) holds."""
+        self.products.append(product)
+        bounds = product.bounds(lambda factor: factor.assumed)
+        if bounds is not None:
+            self.merge_assumption(bounds)
+
+
+@dataclass(frozen=True)
+class Product:
+    """A dim that is ``constant`` times the product of ``factors`` (``B*T``, ``B*heads``)."""
+
+    factors: tuple[DimOrigin, ...]
+    constant: int = 1
+
+    def bounds(self, factor_bounds: Callable[[DimOrigin], Bounds | None]) -> Bounds | None:
+        """The product of the factors' ranges (all sizes are >= 0: the ends multiply);
+        None when a factor has none."""
+        lo = hi = self.constant
+        for factor in self.factors:
+            found = factor_bounds(factor)
+            if found is None:
+                return None
+            lo, hi = lo * found[0], hi * found[1]
+        return lo, hi
 
 
 def trace_dim(
@@ -163,6 +201,15 @@ def _trace_collapsed_dim(
     if len(others) == 1 and others[0] == dynamic:
         position = next(i for i, s in zip(groups[dim], sizes, strict=True) if s == dynamic)
         return trace_dim(source, position, origin, depth + 1)
+    # several dynamic dims flattened into one ([B, T, H] -> [B*T, H]): their product
+    constant = 1
+    factors = []
+    for position, size in zip(groups[dim], sizes, strict=True):
+        if size == dynamic:
+            factors.append(trace_dim(source, position, DimOrigin(), depth + 1))
+        else:
+            constant *= size
+    origin.add_product(Product(tuple(factors), constant))
     return origin
 
 
@@ -184,6 +231,12 @@ def trace_index(value: ir.Value, origin: DimOrigin | None = None, depth: int = 0
         return trace_index(producer.operands[value.result_number], origin, depth + 1)
     if producer.name in ("arith.index_cast", "arith.index_castui"):
         return trace_index(producer.operands[0], origin, depth + 1)
+    if producer.name == "arith.muli":
+        return _trace_product(list(producer.operands), 1, origin, depth)
+    if producer.name == "affine.apply":
+        factors = _affine_product(producer)
+        if factors is not None:
+            return _trace_product(factors[0], factors[1], origin, depth)
     if producer.name == "hal.buffer_view.dim":
         # IREE's ABI: a dim of an argument passed as a !hal.buffer_view
         view = producer.operands[0]
@@ -191,6 +244,47 @@ def trace_index(value: ir.Value, origin: DimOrigin | None = None, depth: int = 0
             position = int(ir.IntegerAttr(producer.attributes["index"]).value)
             origin.arg_dims.add(ArgDim(view.arg_number, position))
     return origin
+
+
+def _trace_product(
+    values: Sequence[ir.Value], constant: int, origin: DimOrigin, depth: int
+) -> DimOrigin:
+    """``origin`` is the product of ``values`` (constants fold into ``constant``): record it
+    and narrow the assumed range to the product of the factors' assumed ranges."""
+    factors = []
+    for value in values:
+        known = _constant_index(value)
+        if known is not None:
+            constant *= known
+        else:
+            factors.append(trace_index(value, DimOrigin(), depth + 1))
+    origin.add_product(Product(tuple(factors), constant))
+    return origin
+
+
+def _affine_product(apply: ir.Operation) -> tuple[list[ir.Value], int] | None:
+    """The operands and constant of an ``affine.apply`` whose map is a product of its
+    operands and constants (``s0 * s1``, what a flatten's size is); None for any other."""
+    amap = ir.AffineMapAttr(apply.attributes["map"]).value
+    if len(amap.results) != 1:
+        return None
+    operands = list(apply.operands)
+    factors: list[ir.Value] = []
+    constant = 1
+    pending = [amap.results[0]]
+    while pending:
+        expr = pending.pop()
+        if isinstance(expr, ir.AffineMulExpr):
+            pending += [expr.lhs, expr.rhs]
+        elif isinstance(expr, ir.AffineConstantExpr):
+            constant *= expr.value
+        elif isinstance(expr, ir.AffineDimExpr):
+            factors.append(operands[expr.position])
+        elif isinstance(expr, ir.AffineSymbolExpr):
+            factors.append(operands[amap.n_dims + expr.position])
+        else:
+            return None
+    return factors, constant
 
 
 def _constant_index(value: ir.Value) -> int | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.ir.mlir import ir, linalg, source_loc
-from dcmlir.shapes import Shape, spread
+from dcmlir.shapes import MAX_SHAPES, Shape, spread
 
 RANGES_ATTR = "dcmlir.dim_ranges"
 """Set by ``dcmlir-annotate-ranges`` on each dynamic op: ``{d0 = array<i64: lo, hi>}``."""
@@ -118,20 +118,28 @@ class Workload:
         return tuple(d for d in self.dims if d.role == role)
 
     def tied_shapes(self) -> list[tuple[int, ...]] | None:
-        """The dynamic shapes a run can have when every dynamic loop is one value; else None.
+        """The dynamic shapes a run can have when some dynamic loops are one value; else None.
 
-        Only when all dynamic loops form one equal group (attention's T x T): the diagonal
-        of their common range, ``[(t, t) for t in lo..hi]`` (sampled past
-        :data:`~dcmlir.shapes.MAX_SHAPES` values, see :func:`~dcmlir.shapes.spread`).
+        Each equal group (attention's T x T) is one axis, its diagonal; the other loops
+        (a batch of ``B*heads``) are axes of their own; shapes are every combination.
+        Each axis is sampled past :data:`~dcmlir.shapes.MAX_SHAPES` values in all (see
+        :func:`~dcmlir.shapes.spread`). None without a group or with a group whose
+        loops' ranges differ.
         """
-        loops = tuple(d.index for d in self.dynamic_dims)
-        if len(loops) < 2 or tuple(sorted(loops)) not in self.equal_loops:
+        ranges = {d.index: d.range for d in self.dynamic_dims if d.range is not None}
+        groups = [g for g in self.equal_loops if set(g) <= set(ranges)]
+        if not groups or len(ranges) < len(self.dynamic_dims):
             return None
-        ranges = {d.range for d in self.dynamic_dims}
-        if len(ranges) != 1 or None in ranges:
+        axes = groups + [(loop,) for loop in ranges if not any(loop in g for g in groups)]
+        if any(len({ranges[loop] for loop in axis}) != 1 for axis in axes):
             return None
-        (lo, hi), *_ = ranges
-        return [(value,) * len(loops) for value in spread(lo, hi)]
+        per_axis = max(2, int(MAX_SHAPES ** (1 / len(axes)))) if len(axes) > 1 else MAX_SHAPES
+        shapes: list[dict[int, int]] = [{}]
+        for axis in axes:
+            lo, hi = ranges[axis[0]]
+            values = spread(lo, hi, per_axis)
+            shapes = [{**shape, **dict.fromkeys(axis, v)} for shape in shapes for v in values]
+        return [tuple(shape[loop] for loop in sorted(ranges)) for shape in shapes]
 
     def describe(self) -> str:
         space = "x".join(d.describe() for d in self.dims)

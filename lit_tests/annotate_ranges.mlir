@@ -76,3 +76,32 @@ func.func @recorded(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>, %init: tenso
   %r = linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 2, 6>}} ins(%x, %w : tensor<?x768xf32>, tensor<768x768xf32>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
   return %r : tensor<?x768xf32>
 }
+
+// -----
+
+// Batch and T both dynamic: a flatten of [B, T, 64] sizes the dense layer's M as B*T
+// (collapse_shape, arith.muli) and attention's batch as B*12 (affine.apply): each range
+// is the product of the factors' ranges. A per-argument range of a factor (B: arg0.0)
+// goes into the product.
+// CHECK-LABEL: func.func @batch_x_seq
+// CHECK: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 1, 512>}}
+// CHECK: linalg.batch_matmul {dcmlir.dim_ranges = {d0 = array<i64: 12, 48>, d1 = array<i64: 1, 128>, d2 = array<i64: 1, 128>}}
+// OVERRIDE-LABEL: func.func @batch_x_seq
+// OVERRIDE: linalg.matmul {dcmlir.dim_ranges = {d0 = array<i64: 4, 2048>}}
+// OVERRIDE: linalg.batch_matmul {dcmlir.dim_ranges = {d0 = array<i64: 48, 192>, d1 = array<i64: 1, 128>, d2 = array<i64: 1, 128>}}
+func.func @batch_x_seq(%x: tensor<?x?x64xf32>, %w: tensor<64x64xf32>, %q: tensor<?x?x16xf32>, %k: tensor<?x16x?xf32>) -> (tensor<?x64xf32>, tensor<?x?x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %b_dim = tensor.dim %x, %c0 : tensor<?x?x64xf32>
+  %t_dim = tensor.dim %x, %c1 : tensor<?x?x64xf32>
+  %b = util.assume.int %b_dim<umin = 1, umax = 4> : index
+  %t = util.assume.int %t_dim<umin = 1, umax = 128> : index
+  %flat = tensor.collapse_shape %x [[0, 1], [2]] : tensor<?x?x64xf32> into tensor<?x64xf32>
+  %m = arith.muli %b, %t : index
+  %e = tensor.empty(%m) : tensor<?x64xf32>
+  %r = linalg.matmul ins(%flat, %w : tensor<?x64xf32>, tensor<64x64xf32>) outs(%e : tensor<?x64xf32>) -> tensor<?x64xf32>
+  %bh = affine.apply affine_map<()[s0] -> (s0 * 12)>()[%b]
+  %e2 = tensor.empty(%bh, %t, %t) : tensor<?x?x?xf32>
+  %s = linalg.batch_matmul ins(%q, %k : tensor<?x?x16xf32>, tensor<?x16x?xf32>) outs(%e2 : tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  return %r, %s : tensor<?x64xf32>, tensor<?x?x?xf32>
+}

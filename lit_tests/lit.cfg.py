@@ -17,6 +17,9 @@ config.excludes = ["Inputs"]  # noqa: F821
 # Python running lit first, then PATH.
 bin_dirs = [os.path.dirname(sys.executable), os.environ.get("PATH", "")]
 config.environment["PATH"] = os.pathsep.join(bin_dirs)  # noqa: F821
+# A PYTHONPATH given (a checkout run without installing it) is what the tools import.
+if os.environ.get("PYTHONPATH"):
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]  # noqa: F821
 
 
 def _require(tool: str) -> str:

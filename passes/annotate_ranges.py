@@ -4,9 +4,12 @@ Each dynamic-shape linalg op gets ``dcmlir.dim_ranges = {dN = array<i64: lo, hi>
 (inclusive) for its dynamic loops, which later passes and the tuner read.
 Where a range comes from, strongest first:
 
-1. ``dims=argN.D=LO:HI,...``: the user's word for one function-argument dim;
+1. ``dims=argN.D=LO:HI,...``: the user's word for one function-argument dim, or
+   for the factors of a loop that is their product (``B*T`` of a flattened
+   ``[B, T, H]``: the product of the factors' ranges);
 2. what the IR already says: a ``dcmlir.dim_ranges`` entry recorded earlier,
-   else ``util.assume.int`` bounds (a frontend's facts);
+   else ``util.assume.int`` bounds (a frontend's facts), multiplied out for a loop
+   that is a product of dims;
 3. ``range=LO:HI``: a default for every dynamic dim the above leave open.
 
 A dynamic loop with none of these is left without a range and gets a warning.
@@ -98,6 +101,9 @@ class AnnotateRangesPass(ModulePass):
                     op, f"loop d{loop} has the extent of {names}, whose ranges do not overlap"
                 )
             return lo, hi
+        derived = _product_range(origin, overrides)
+        if derived is not None:
+            return derived
         if origin.assumed is not None:
             if origin.assumed[0] > origin.assumed[1]:
                 raise ctx.fail(op, f"loop d{loop}: the ranges the IR records for it do not overlap")
@@ -138,6 +144,29 @@ class AnnotateRangesPass(ModulePass):
                     f"({names}): its range bounds each of them (argN.D numbers the arguments "
                     "of every function)",
                 )
+
+
+def _product_range(
+    origin: DimOrigin, overrides: dict[ArgDim, tuple[int, int]]
+) -> tuple[int, int] | None:
+    """The range of a loop that is a product of dims when ``overrides`` bound one of its
+    factors: each factor's override (else its assumed range) multiplied out; None else."""
+
+    def factor_range(factor: DimOrigin) -> tuple[int, int] | None:
+        given = [overrides[arg] for arg in factor.arg_dims if arg in overrides]
+        if not given:
+            return factor.assumed
+        return max(r[0] for r in given), min(r[1] for r in given)
+
+    ranges = [
+        product.bounds(factor_range)
+        for product in origin.products
+        if any(arg in overrides for factor in product.factors for arg in factor.arg_dims)
+    ]
+    found = [r for r in ranges if r is not None]
+    if not found:
+        return None
+    return max(r[0] for r in found), min(r[1] for r in found)
 
 
 def dynamic_loop_origins(op: ir.Operation) -> dict[int, DimOrigin]:

@@ -97,8 +97,7 @@ def test_hf_config_imports_with_token_ids_and_a_dynamic_seq(
     assert "-> tensor<1x?x32xf32>" in main_signature(out_path)
     assert "umin = 1, umax = 32" in out_path.read_text()
     # the header lets run-model rebuild the torch model: the same weights, the same outputs
-    header = "gpt2" if family == "gpt2" else "hf"
-    assert out_path.read_text().startswith(f"// dcmlir-model: {header} {{"), out_path.read_text()
+    assert out_path.read_text().startswith(f"// dcmlir-model: {family} {{"), out_path.read_text()
     source = source_from_text(out_path.read_text())
     assert source is not None and source.seq == (1, 32) and source.vocab == 100
     ids = torch.randint(0, 100, (1, 9))

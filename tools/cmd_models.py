@@ -260,6 +260,13 @@ def add_import_parser(commands: argparse._SubParsersAction) -> None:  # type: ig
         help="range of the sequence length T (default: 1:128; --pt2: the archive's ranges)",
     )
     parser.add_argument(
+        "--batch",
+        type=_seq_range,
+        metavar="LO:HI",
+        help="--hf-config: make the batch dynamic too, input_ids[B, T] with B in LO:HI (HI >= "
+        "2); the dense layers' M is then B*T (default: batch 1, static)",
+    )
+    parser.add_argument(
         "--seed", type=seed, default=0, help="weight seed (default: 0; not for --pt2)"
     )
     parser.add_argument(
@@ -288,6 +295,8 @@ def _check_import_options(args: argparse.Namespace) -> None:
         raise CliError("--bert-config sizes --model encoder|hf-bert; --hf-config takes --hf-sizes")
     if args.hf_sizes and not args.hf_config:
         raise CliError("--hf-sizes sizes an --hf-config model")
+    if args.batch and not args.hf_config:
+        raise CliError("--batch makes the batch of an --hf-config model dynamic")
 
 
 def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -308,7 +317,8 @@ def run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         label, description, imported = _import_model(args, torch, torch_import)
         parameters = imported.save(args.output, args.params)
     except torch_import.ExportGuardError as error:
-        raise CliError(error.explain("--seq", size_hint)) from None
+        option = "--batch" if error.dim == "batch" else "--seq"
+        raise CliError(error.explain(option, size_hint)) from None
     except torch_import.TorchImportError as error:
         raise CliError(str(error)) from None
     except OSError as error:
@@ -337,7 +347,9 @@ def _import_model(args: argparse.Namespace, torch: Any, torch_import: Any) -> tu
     seq = args.seq or (1, 128)
     if args.hf_config:
         try:
-            model = hf_model(args.hf_config, args.hf_sizes, seq=seq, seed=args.seed)
+            model = hf_model(
+                args.hf_config, args.hf_sizes, seq=seq, seed=args.seed, batch=args.batch
+            )
         except ValueError as error:
             raise CliError(f"--hf-config {args.hf_config}: {error}") from None
         imported = torch_import.import_torch(

@@ -14,6 +14,7 @@ from dcmlir.bench.model_compare import (
     parameters_for,
     run_model,
 )
+from dcmlir.bench.model_inputs import Point, point_label
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver import TuneError, compile, compile_default
 from dcmlir.files import write_atomic
@@ -50,6 +51,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="T,LO:HI,...",
         help=f"sequence lengths: {SHAPES_GRAMMAR}, e.g. 1,7,64,128 or 8:128:8 "
         "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--batch",
+        default=None,
+        metavar="B,LO:HI,...",
+        help=f"batch sizes, for a model whose inputs have batch and T dynamic ([?, ?]): "
+        f"{SHAPES_GRAMMAR}; the run covers every (batch, T) pair of --batch x --seq",
     )
     run.add_argument(
         "--reference",
@@ -112,8 +120,12 @@ def _read_vmfb(path: str, option: str) -> bytes:
 
 
 def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    """Build (or take) both builds, check and time them at every --seq, print the table."""
+    """Build (or take) both builds, check and time them at every --seq (x --batch), print
+    the table."""
     seq_lens = sizes_option("--seq", args.seq)
+    points: list[Point] = list(seq_lens)
+    if args.batch is not None:
+        points = [(b, t) for b in sizes_option("--batch", args.batch) for t in seq_lens]
     peers = _peers(args.peers)
     if args.rounds < 1:  # --min-time is a finite number > 0 by its type (common.seconds)
         raise CliError("--rounds must be >= 1")
@@ -139,13 +151,13 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             text,
             tuned,
             default,
-            seq_lens,
+            points,
             function=args.function,
             parameters=parameters,
             reference=args.reference,
             device=args.device,
             settings=settings,
-            progress=lambda t: print(f"{PROG}: T={t}", file=err),
+            progress=lambda point: print(f"{PROG}: {point_label(point)}", file=err),
             peers=peers,
             target=target,
             log=lambda line: print(f"{PROG}: {line}", file=err),

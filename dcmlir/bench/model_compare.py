@@ -33,6 +33,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dcmlir.bench import model_peers
+from dcmlir.bench.model_inputs import (
+    ModelRunError,
+    Point,
+    argument_types,
+    check_points,
+    example_inputs,
+    point_label,
+)
 from dcmlir.bench.model_peers import (
     DATA_TILING,
     ONNX,
@@ -69,46 +77,6 @@ IREE_BUILDS = (DEFAULT, DATA_TILING)
 _OWN = (DEFAULT, TUNED)  # the columns whose failure fails the run
 
 _PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
-_TENSOR = re.compile(r"tensor<([^>]*)>")
-
-
-class ModelRunError(ValueError):
-    """A model that cannot be run as asked; the message names the file or option."""
-
-
-@dataclass(frozen=True)
-class ArgumentType:
-    """One tensor argument of the compiled function: dims (None where dynamic) and dtype."""
-
-    dims: tuple[int | None, ...]
-    dtype: str
-
-    def shape(self, seq_len: int) -> tuple[int, ...]:
-        return tuple(seq_len if d is None else d for d in self.dims)
-
-    @property
-    def numpy_dtype(self) -> str:
-        """What run-model feeds: int64 token ids for an integer tensor, else float32."""
-        return model_peers.numpy_dtype(self.dtype)
-
-
-def argument_types(function: LoadedFunction) -> list[ArgumentType]:
-    """The inputs of a compiled function, from its ABI declaration (``tensor<?x768xf32>``)."""
-    declaration = function.function.reflection.get("iree.abi.declaration", "")
-    inputs = declaration.split("->", 1)[0]
-    found = []
-    for spec in _TENSOR.findall(inputs):
-        *dims, dtype = spec.split("x")
-        found.append(ArgumentType(tuple(None if d == "?" else int(d) for d in dims), dtype))
-    if not found:
-        raise ModelRunError(f"function '{function.name}' has no tensor inputs ({declaration})")
-    for argument in found:
-        if argument.dtype != "f32" and not model_peers.is_integer(argument.dtype):
-            raise ModelRunError(
-                f"function '{function.name}': input {argument.dtype} tensors are not supported "
-                "(run-model feeds random f32 inputs and int64 token ids)"
-            )
-    return found
 
 
 def parameters_for(
@@ -224,9 +192,9 @@ def _torch_reference(source: TorchSource, threads: int) -> Reference:
 
 @dataclass
 class SeqRow:
-    """One sequence length: medians, the paired speedup and the worst error of the run."""
+    """One sequence length (or (batch, T) point): medians, the paired speedup, the worst error."""
 
-    seq_len: int
+    seq_len: Point
     comparison: ShapeResult
 
     def median(self, name: str) -> float:
@@ -316,11 +284,16 @@ class ModelRun:
     def table(self) -> list[str]:
         """T, IREE default, dcmlir, speedup, the peers, dcmlir vs the best IREE build, error."""
         peers = [c for c in self.columns if c not in _OWN]
-        header = ["T", f"{DEFAULT} (ms)", f"{TUNED} (ms)", "speedup"]
+        batched = any(not isinstance(r.seq_len, int) for r in self.rows)
+        header = ["BxT" if batched else "T", f"{DEFAULT} (ms)", f"{TUNED} (ms)", "speedup"]
         header += [*(f"{c} (ms)" for c in peers), "dcmlir/best IREE", "max rel err"]
         rows = [header]
         for row in self.rows:
-            cells = [str(row.seq_len), _ms(row.median(DEFAULT)), _ms(row.median(TUNED))]
+            cells = [
+                point_label(row.seq_len).split("=")[1],
+                _ms(row.median(DEFAULT)),
+                _ms(row.median(TUNED)),
+            ]
             cells.append(_ratio(row.speedup, "x"))
             cells += ["n/a" if c in self.unavailable else _ms(row.median(c)) for c in peers]
             cells.append(_ratio(row.versus_best_iree(TUNED), ""))
@@ -395,7 +368,7 @@ def run_model(
     text: str,
     tuned_vmfb: bytes,
     default_vmfb: bytes,
-    seq_lens: Sequence[int],
+    seq_lens: Sequence[Point],
     *,
     function: str = "main",
     parameters: ParameterFile | None = None,
@@ -431,6 +404,7 @@ def run_model(
     arguments = argument_types(default)
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
+    check_points(arguments, seq_lens)
     threads = device_threads(device)
     if source is None:  # read from the module: its ONNX export, maybe its reference
         source = torch_source(text, config)
@@ -466,11 +440,13 @@ def run_model(
             path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
             path.write_bytes(vmfb)
             variants.append(ModuleFunction(name, str(path), function, parameters))
-        if ONNX in peers:  # an ONNX-imported module's own file, else the torch model's export
+        if ONNX in peers and any(not isinstance(t, int) for t in seq_lens):
+            unavailable[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
+        elif ONNX in peers:  # an ONNX-imported module's own file, else the torch model's export
             onnx = model_peers.onnx_file_variant(text, threads)
             if onnx is None:
                 say("exporting the torch model to ONNX")
-                example = _example(arguments, source.seq if source else (1, 1))
+                example = example_inputs(arguments, source.seq if source else (1, 1))
                 onnx = model_peers.onnx_variant(source, example, threads, Path(scratch))
             if isinstance(onnx, str):
                 unavailable[ONNX] = onnx
@@ -483,18 +459,13 @@ def run_model(
         with threadpool_limits(limits=threads), Runner(runner_settings) as runner:
             results = runner.measure_shapes(variants, problems, progress=progress)
     rows = [SeqRow(t, results[t]) for t in seq_lens]
-    failures = [f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(_OWN)]
+    failures = [
+        f"{point_label(r.seq_len)}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(_OWN)
+    ]
     others = [c for c in COLUMNS if c not in _OWN]
     peer_failures = [
-        f"T={r.seq_len}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(others)
+        f"{point_label(r.seq_len)}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(others)
     ]
     return ModelRun(
         rows, chosen.name, device, threads, settings, failures, unavailable, peer_failures, notes
     )
-
-
-def _example(arguments: Sequence[ArgumentType], seq: tuple[int, int]) -> list[np.ndarray]:
-    """Inputs to export with: T = 7 within the range (torch.export specialises 0 and 1),
-    token ids 0, floats 1."""
-    t = min(max(7, seq[0]), seq[1])
-    return [np.full(a.shape(t), a.numpy_dtype != "int64", a.numpy_dtype) for a in arguments]

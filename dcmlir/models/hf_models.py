@@ -8,7 +8,7 @@ sizes, wrapped to take token ids ``input_ids [1, T]`` (int64) and return one ten
 with example inputs and the dynamic sequence axis for
 :func:`dcmlir.models.torch_import.import_torch`. A :class:`Gpt2Config` is all it
 takes to rebuild the same model (same seed, same weights) anywhere, so the saved
-module's first line names it (:func:`model_header`): ``dcmlir run-model`` reads it
+module's first line names it (:func:`model_header`, :func:`family_header`): run-model reads it
 back (:func:`source_from_text`) to check outputs against the model in float64, time
 it in torch eager and export it to ONNX. Importing this module needs no torch; the
 functions that build a model do (the ``dcmlir[torch]`` extra: torch, transformers).
@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # torch is optional: only building a model needs it
     from dcmlir.models.torch_import import ImportedModel
 
 __all__ = [
+    "DECODER_BATCH_SEQ_MAX",
     "GPT2_VOCAB",
     "HF_DEFAULT_SIZES",
     "HF_FAMILIES",
@@ -43,6 +44,9 @@ __all__ = [
     "Gpt2Config",
     "HfModel",
     "TorchSource",
+    "check_batch",
+    "family_header",
+    "family_module",
     "gpt2",
     "gpt2_module",
     "gpt2_source",
@@ -50,6 +54,7 @@ __all__ = [
     "llama_module",
     "model_header",
     "source_from_text",
+    "token_inputs",
 ]
 
 GPT2_VOCAB = 50257
@@ -75,9 +80,12 @@ class Gpt2Config:
     seed: int = 0
     lm_head: bool = False  # True: GPT2LMHeadModel's logits [1, T, V]; else the last hidden state
     ffn: int | None = None  # the MLP's inner size (n_inner); None: 4 * hidden
+    batch: tuple[int, int] | None = None  # the batch's range when dynamic; None: batch 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seq", tuple(int(v) for v in self.seq))
+        if self.batch is not None:
+            object.__setattr__(self, "batch", check_batch(self.batch))
         lo, hi = self.seq
         if min(self.layers, self.hidden, self.heads, self.vocab, self.ffn or 1) < 1:
             raise ValueError("layers, hidden, heads, ffn and vocab must be >= 1")
@@ -97,14 +105,47 @@ class Gpt2Config:
         return (
             f"{self.layers}-layer GPT-2, hidden {self.hidden}, {self.heads} heads{ffn}, "
             f"vocab {self.vocab}, n_positions {self.n_positions}{head}, "
-            f"T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
+            f"{_batch_words(self.batch)}T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
         )
 
     def to_json(self) -> dict[str, Any]:
         fields = {**dataclasses.asdict(self), "seq": list(self.seq)}
-        if fields["ffn"] is None:
-            del fields["ffn"]  # headers written before ffn existed read the same
+        for optional in ("ffn", "batch"):  # headers written before they existed read the same
+            if fields[optional] is None:
+                del fields[optional]
+        if self.batch is not None:
+            fields["batch"] = list(self.batch)
         return fields
+
+
+def check_batch(batch: tuple[int, int]) -> tuple[int, int]:
+    """A dynamic batch's range: 1 <= LO <= HI and HI >= 2 (a batch of 1 only is static)."""
+    lo, hi = (int(v) for v in batch)
+    if not 1 <= lo <= hi:
+        raise ValueError(f"batch range {lo}..{hi} is not 1 <= LO <= HI")
+    if hi < 2:
+        raise ValueError(f"batch range {lo}..{hi} holds one size: leave the batch static")
+    return lo, hi
+
+
+def _batch_words(batch: tuple[int, int] | None) -> str:
+    return f"batch in {batch[0]}..{batch[1]}, " if batch else ""
+
+
+def token_inputs(
+    seq: tuple[int, int], batch: tuple[int, int] | None
+) -> tuple[list[torch.Tensor], dict[str, tuple[int, int]], list[dict[int, str]]]:
+    """Example ``input_ids``, dynamic dims and their axes: ``[1, T]``, or ``[B, T]`` with a
+    batch range (examples of 3 and 7, not 0 or 1, which torch.export specialises, and
+    apart, so no guard ties them)."""
+    import torch
+
+    example = min(max(7, seq[0]), seq[1])
+    if batch is None:
+        return [torch.zeros((1, example), dtype=torch.int64)], {"seq": seq}, [{1: "seq"}]
+    rows = min(max(3, batch[0]), batch[1])
+    ids = torch.zeros((rows, example), dtype=torch.int64)
+    return [ids], {"batch": batch, "seq": seq}, [{0: "batch", 1: "seq"}]
 
 
 def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
@@ -143,6 +184,9 @@ def gpt2_module(config: Gpt2Config) -> nn.Module:
         n_positions=config.n_positions,
         vocab_size=config.vocab,
         n_inner=config.ffn,
+        # with a dynamic batch, torch 2.13's decomposition of CPU SDPA leaves strides a later
+        # view refuses ("Cannot view a tensor with shape [B, T, H]"): plain matmul attention
+        **({"attn_implementation": "eager"} if config.batch else {}),
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -212,20 +256,14 @@ def gpt2(
     seq: tuple[int, int] = (1, 128),
     lm_head: bool = False,
     ffn: int | None = None,
+    batch: tuple[int, int] | None = None,
 ) -> BuiltModel:
-    """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``."""
-    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head, ffn)
-    import torch  # after the config's checks: a bad size is a ValueError even without torch
-
-    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
-    return BuiltModel(
-        gpt2_module(config),
-        [torch.zeros((1, example), dtype=torch.int64)],
-        {"seq": seq},
-        [{1: "seq"}],
-        config,
-        gpt2_source(config),
-    )
+    """GPT-2 with seeded random weights: ``input_ids [1, T]`` (int64), ``T`` dynamic in ``seq``
+    (``[B, T]`` with ``B`` dynamic in ``batch`` too)."""
+    config = Gpt2Config(layers, hidden, heads, n_positions, vocab, seq, seed, lm_head, ffn, batch)
+    # after the config's checks: a bad size is a ValueError even without torch
+    inputs, dims, axes = token_inputs(config.seq, config.batch)
+    return BuiltModel(gpt2_module(config), inputs, dims, axes, config, gpt2_source(config))
 
 
 # --- any family from a config: what import-torch --hf-config builds ----------------------
@@ -256,8 +294,8 @@ def _default_ffn(family: str, hidden: int) -> int:
 class HfModel:
     """A ``transformers`` model ready for ``import_torch``, and the line that describes it.
 
-    ``header``: the saved module's first line, from which ``dcmlir run-model`` rebuilds
-    the model (GPT-2's :func:`model_header`; ``// dcmlir-model: hf {...}`` for the others).
+    ``header``: the saved module's first line where ``dcmlir run-model`` can rebuild
+    the model from it (GPT-2's :func:`model_header`), else None.
     """
 
     family: str
@@ -275,9 +313,11 @@ def hf_model(
     *,
     seq: tuple[int, int] = (1, 128),
     seed: int = 0,
+    batch: tuple[int, int] | None = None,
 ) -> HfModel:
     """``family``'s model with seeded random weights: ``input_ids [1, T]`` (int64), ``T``
-    dynamic in ``seq``. ``sizes`` overrides :data:`HF_DEFAULT_SIZES` by :data:`HF_SIZE_KEYS`.
+    dynamic in ``seq``; with ``batch``, ``input_ids [B, T]``, ``B`` dynamic in it too.
+    ``sizes`` overrides :data:`HF_DEFAULT_SIZES` by :data:`HF_SIZE_KEYS`.
 
     Bad sizes are a ValueError; a position table smaller than ``T``'s top is refused for
     GPT-2 (torch.export would not notice) and left to torch.export's guard for BERT.
@@ -294,6 +334,13 @@ def hf_model(
         raise ValueError("every size must be >= 1")
     size = {**HF_DEFAULT_SIZES[family], **sizes}
     size.setdefault("ffn", _default_ffn(family, size["hidden"]))
+    batch = check_batch(batch) if batch is not None else None
+    if batch is not None and family != "bert" and seq[1] > DECODER_BATCH_SEQ_MAX:
+        raise ValueError(
+            f"with a dynamic batch, IREE 3.13 computes {family}'s causal attention wrongly past "
+            f"T = {DECODER_BATCH_SEQ_MAX} (IREE's default build too): keep T in "
+            f"1..{DECODER_BATCH_SEQ_MAX} or the batch static"
+        )
     if family == "gpt2":
         built = gpt2(
             size["layers"],
@@ -304,6 +351,7 @@ def hf_model(
             vocab=size["vocab"],
             seq=seq,
             ffn=size["ffn"] if size["ffn"] != 4 * size["hidden"] else None,
+            batch=batch,
         )
         return HfModel(
             family,
@@ -314,8 +362,7 @@ def hf_model(
             built.config.describe(),
             model_header(built.config),
         )
-    import torch
-
+    header = family_header(family, size, seq, seed, batch)
     if family == "bert":
         module, positions = _bert(size, seq, seed)
         name, heads = "BERT", f"{size['heads']} heads"
@@ -323,39 +370,38 @@ def hf_model(
         module, positions = llama_module(size, seed), size.get("positions", 2048)
         kv_heads = size.get("kv-heads", size["heads"])
         name, heads = "Llama", f"{size['heads']} heads ({kv_heads} KV)"
-    example = min(max(7, seq[0]), seq[1])  # not 1: torch.export specialises sizes 0 and 1
     description = (
         f"{size['layers']}-layer {name}, hidden {size['hidden']}, {heads}, FFN {size['ffn']}, "
-        f"vocab {size['vocab']}, positions {positions}, T in {seq[0]}..{seq[1]}, seed {seed}"
+        f"vocab {size['vocab']}, positions {positions}, {_batch_words(batch)}"
+        f"T in {seq[0]}..{seq[1]}, seed {seed}"
     )
-    fields = {"family": family, "sizes": sizes, "seq": list(seq), "describe": description}
-    return HfModel(
-        family,
-        module,
-        [torch.zeros((1, example), dtype=torch.int64)],
-        {"seq": seq},
-        [{1: "seq"}],
-        description,
-        f"// dcmlir-model: hf {json.dumps({**fields, 'seed': seed}, sort_keys=True)}",
-    )
+    return HfModel(family, module, *token_inputs(seq, batch), description, header)
 
 
-def _hf_module(
-    family: str, sizes: tuple[tuple[str, int], ...], seq: tuple[int, int], seed: int
-) -> nn.Module:
-    """``hf_model``'s module alone: what a :class:`TorchSource` of an ``hf`` header rebuilds."""
-    return hf_model(family, dict(sizes), seq=seq, seed=seed).module
+DECODER_BATCH_SEQ_MAX = 64
+"""The top of ``T`` a decoder (GPT-2, Llama) with a dynamic batch is imported for: past it,
+IREE 3.13's builds (its default one too) disagree with torch from query row 64 on (1-layer
+GPT-2: 7e-3 at T = 65, 5e-2 at 128; Llama 7e-3 and 1.4e-2), while the causal mask alone
+and every T with a static batch match. BERT, with no causal mask, matches at every T."""
 
 
-def _hf_source(fields: dict[str, Any]) -> TorchSource:
-    """The :class:`TorchSource` of an ``hf`` header (BERT or Llama; GPT-2 has its own)."""
-    family, sizes = fields["family"], {str(k): int(v) for k, v in fields["sizes"].items()}
-    seq, seed = (int(fields["seq"][0]), int(fields["seq"][1])), int(fields.get("seed", 0))
-    if family not in HF_FAMILIES or family == "gpt2":
-        raise ValueError(f"the module's hf header names an unknown family '{family}'")
-    vocab = {**HF_DEFAULT_SIZES[family], **sizes}["vocab"]
-    build = functools.partial(_hf_module, family, tuple(sorted(sizes.items())), seq, seed)
-    return TorchSource(str(fields.get("describe", family)), build, (1,), seq, vocab)
+def family_header(
+    family: str,
+    size: Mapping[str, int],
+    seq: tuple[int, int],
+    seed: int,
+    batch: tuple[int, int] | None,
+) -> str:
+    """A BERT or Llama module's first line: sizes, ranges, seed, for :func:`source_from_text`."""
+    fields: dict[str, Any] = {"sizes": dict(size), "seq": list(seq), "seed": seed}
+    if batch is not None:
+        fields["batch"] = list(batch)
+    return f"// dcmlir-model: {family} {json.dumps(fields, sort_keys=True)}"
+
+
+def family_module(family: str, size: Mapping[str, int], seq: tuple[int, int], seed: int) -> Any:
+    """The BERT or Llama of :func:`hf_model` (what its header rebuilds; picklable)."""
+    return _bert(size, seq, seed)[0] if family == "bert" else llama_module(size, seed)
 
 
 def _bert(size: Mapping[str, int], seq: tuple[int, int], seed: int) -> tuple[nn.Module, int]:
@@ -426,11 +472,8 @@ def source_from_text(text: str) -> TorchSource | None:
     if match is None:
         return None
     kind, fields = match.groups()
-    if kind == "hf":
-        try:
-            return _hf_source(json.loads(fields))
-        except (KeyError, TypeError, ValueError, IndexError) as err:
-            raise ValueError(f"the module's hf header is not a valid config: {err}") from None
+    if kind in ("bert", "llama"):
+        return _family_source(kind, fields)
     if kind == "onnx":  # an ONNX file, not a torch model (dcmlir.models.onnx_source)
         return None
     if kind != "gpt2":
@@ -440,3 +483,18 @@ def source_from_text(text: str) -> TorchSource | None:
     except (TypeError, ValueError) as err:
         raise ValueError(f"the module's gpt2 header is not a valid config: {err}") from None
     return gpt2_source(config)
+
+
+def _family_source(family: str, fields: str) -> TorchSource:
+    try:
+        found = json.loads(fields)
+        size, seq, seed = found["sizes"], tuple(found["seq"]), int(found["seed"])
+        batch = found.get("batch")
+        lo, hi = seq
+    except (TypeError, ValueError, KeyError) as err:
+        raise ValueError(f"the module's {family} header is not a valid config: {err}") from None
+    words = _batch_words(tuple(batch) if batch else None)
+    kind = "BERT" if family == "bert" else "Llama"
+    name = f"{size['layers']}-layer {kind}, hidden {size['hidden']}, {words}T in {lo}..{hi}"
+    build = functools.partial(family_module, family, size, (lo, hi), seed)
+    return TorchSource(name, build, (1,), (lo, hi), size.get("vocab"))
