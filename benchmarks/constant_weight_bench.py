@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -97,12 +98,20 @@ def best_iree(result: BenchResult, shape: tuple[int, ...]) -> float:
 
 
 def ratios(result: BenchResult, baseline: str) -> list[float]:
-    """Time of ``baseline`` over the faster IREE build, per T."""
+    """Time of ``baseline`` over the faster IREE build, per T: the median of per-round
+    ratios (the rounds are interleaved, so a slow moment of the machine hits both)."""
     found = []
     for shape in result.shapes:
         cell = result.cell(shape, baseline)
-        if cell is not None and math.isfinite(cell.median_us):
-            found.append(cell.median_us / best_iree(result, shape))
+        builds = [c for p in PEERS if (c := result.cell(shape, p)) is not None]
+        if cell is None or not math.isfinite(cell.median_us) or not builds:
+            continue
+        best = min(builds, key=lambda c: c.median_us)
+        if len(cell.samples_us) != len(best.samples_us) or not cell.samples_us:
+            found.append(cell.median_us / best.median_us)  # no rounds to pair
+            continue
+        pairs = zip(cell.samples_us, best.samples_us, strict=True)
+        found.append(statistics.median(a / b for a, b in pairs))
     return found
 
 
