@@ -440,8 +440,8 @@ def plot(report: dict, path: Path) -> bool:
         for strategy, style in (("dcmlir", "o-"), ("random", "s--"), ("model-alone", "^:")):
             cells = [found[strategy][str(b)] for b in budgets]
             mean = [c["mean"] for c in cells]
-            low = [c["mean"] - c["min"] for c in cells]
-            high = [c["max"] - c["mean"] for c in cells]
+            low = [max(c["mean"] - c["min"], 0.0) for c in cells]
+            high = [max(c["max"] - c["mean"], 0.0) for c in cells]
             ax.errorbar(budgets, mean, yerr=[low, high], fmt=style, ms=4, capsize=2, label=strategy)
         some = next(iter(report["workloads"].values()))
         measured = some["exhaustive-8"]["measurements"]
@@ -472,6 +472,9 @@ def main() -> int:
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--out", default=str(RESULTS / "quality.json"))
     parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
+    parser.add_argument(
+        "--report-only", action="store_true", help="redo the plot and docs from --out's JSON"
+    )
     args = parser.parse_args()
     names = args.workloads.split(",")
     for name in names:
@@ -484,6 +487,9 @@ def main() -> int:
         parser.error("--budgets and --seeds take comma-separated integers")
     if not Path(args.records).is_file():
         parser.error(f"--records: {args.records}: no such file")
+    out = Path(args.out)
+    if args.report_only:
+        return report_outputs(json.loads(out.read_text()), out, args.no_docs)
     start = time.perf_counter()
     records = RecordDatabase(args.records, fsync=False).load()
     results, problems = {}, {}
@@ -497,7 +503,6 @@ def main() -> int:
     for name in names:
         results[name] = run_workload(problems[name], budgets, seeds)
     some = problems[names[0]]
-    out = Path(args.out)
     command = f"{COMMAND} --records {args.records} --workloads {args.workloads}"
     command += f" --budgets {args.budgets} --seeds {args.seeds}"
     report = {
@@ -514,12 +519,17 @@ def main() -> int:
         "summary": summarise(results, budgets, seeds),
         "workloads": results,
     }
-    if not plot(report, out.with_suffix(".png")):
-        report["plot"] = None
+    out.write_text(json.dumps(report, indent=1) + "\n")  # before the plot: every number kept
+    return report_outputs(report, out, args.no_docs)
+
+
+def report_outputs(report: dict, out: Path, no_docs: bool) -> int:
+    """The plot, the JSON and the docs section of one report; the section printed."""
+    report["plot"] = out.with_suffix(".png").name if plot(report, out.with_suffix(".png")) else None
     out.write_text(json.dumps(report, indent=1) + "\n")
     section = markdown(report)
     print(section)
-    if not args.no_docs:
+    if not no_docs:
         replace_section(DOC, BEGIN, END, section)
     return 0
 
