@@ -52,7 +52,7 @@ from dcmlir.cost_model import CostModel
 from dcmlir.driver.loading import load_model
 from dcmlir.driver.tuning import workload_plan
 from dcmlir.records import RecordDatabase
-from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
+from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, workload_space
 from dcmlir.target import Target, target_from_json
@@ -69,6 +69,7 @@ SEEDS = (0, 1, 2)
 DIETCODE_T = (5, 24, 43, 62, 81, 100, 119, 128)  # benchmarks/bench_suite.py's 8 T
 FEWER = 5.88  # DietCode's headline: as good as Ansor at 8 shapes with 5.88x fewer measurements
 TARGETS = {240: 0.97, 110: 0.95}  # issue 14: overall geomean of the oracle at these budgets
+NOISY = 1.5  # a record whose samples differ by more is counted as noisy
 STRATEGIES = ("dcmlir", "exhaustive-8", "random", "model-alone")
 
 
@@ -112,9 +113,8 @@ def load_problem(name: str, text: str, records: list, workdir: Path) -> Problem:
 
 
 # -- strategies ---------------------------------------------------------------------------------
-def run_dcmlir(problem: Problem, budget: int, seed: int) -> dict:
-    """The real search on replayed measurements, fresh records; quality of its dispatch."""
-    start = time.perf_counter()
+def search(problem: Problem, budget: int, seed: int) -> tuple[SearchResult, int]:
+    """(the real search's result on replayed measurements with fresh records, pairs measured)."""
     with tempfile.TemporaryDirectory() as scratch:
         db = RecordDatabase(Path(scratch) / "records.jsonl", fsync=False)
         measurer = ReplayMeasurer(problem.workload, problem.table, db)
@@ -128,16 +128,30 @@ def run_dcmlir(problem: Problem, budget: int, seed: int) -> dict:
             stream=io.StringIO(),
             shapes=problem.shapes,
         ).run()
+    return result, measurer.measured
+
+
+def dispatched(problem: Problem, result: SearchResult) -> dict[Shape, str]:
+    """The kernel the plan's decision tree runs at each shape (IREE's default: "default")."""
     plan = workload_plan(result, None, "config")
-    dispatch = {}
+    found = {}
     for shape in problem.shapes:
         kernel = plan.select(problem.workload.shape_dims(shape))
-        dispatch[shape] = kernel.candidate_key if kernel is not None else "default"
+        found[shape] = kernel.candidate_key if kernel is not None else "default"
+    return found
+
+
+def run_dcmlir(problem: Problem, budget: int, seed: int) -> dict:
+    """The search's dispatch and its quality."""
+    start = time.perf_counter()
+    result, measured = search(problem, budget, seed)
+    plan = workload_plan(result, None, "config")
+    dispatch = dispatched(problem, result)
     selection = {s: result.kernels[k].key() for s, k in result.choice.items()}
     return {
         "quality": problem.quality(dispatch),
         "selection_quality": problem.quality(selection),  # before the decision tree
-        "measurements": measurer.measured,
+        "measurements": measured,
         "rounds": result.rounds,
         "kernels": sorted(set(dispatch.values())),
         "tree_depth": plan.tree.depth,
@@ -214,6 +228,30 @@ def _column(problem: Problem, key: str) -> int:
     return [c.key() for c in problem.candidates].index(key)
 
 
+def explain(problem: Problem, budget: int, seed: int) -> None:
+    """Per T: the dispatched kernel against the oracle's best, and what the search believed
+    of each (its estimate, the raw model's prediction, whether it measured the pair)."""
+    result, measured = search(problem, budget, seed)
+    dispatch = dispatched(problem, result)
+    keys = [c.key() for c in problem.candidates]
+    print(
+        f"{problem.name} B={budget} seed={seed}: {measured} measured, quality"
+        f" {problem.quality(dispatch):.3f}; us: true / estimate / prediction [measured here]"
+    )
+    for row, shape in enumerate(result.shapes):
+        cells = []
+        for key in (dispatch[shape], problem.table.best(shape)[0]):
+            column = keys.index(key)
+            cells.append(
+                f"{key} {problem.table.seconds(key, shape) * 1e6:.0f}"
+                f" / {result.estimate[row, column] * 1e6:.0f}"
+                f" / {result.predicted[row, column] * 1e6:.0f}"
+                f"{' [m]' if (key, shape) in result.measured else ''}"
+            )
+        ratio = problem.table.best(shape)[1] / problem.table.seconds(dispatch[shape], shape)
+        print(f"T={_t(shape):3d} {ratio:.3f} ran {cells[0]}; best {cells[1]}")
+
+
 # -- the grid -----------------------------------------------------------------------------------
 def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int]) -> dict:
     oracle = {_t(s): problem.table.best(s) for s in problem.shapes}
@@ -222,6 +260,12 @@ def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int])
         "workload": problem.workload.describe(),
         "oracle": {t: {"kernel": k, "us": v * 1e6} for t, (k, v) in oracle.items()},
         "default_quality": problem.quality({s: "default" for s in problem.shapes}),
+        "noisy_records": sum(  # the oracle's own noise: samples of one pair > NOISY apart
+            1
+            for r in problem.table.records.values()
+            if r.ok and max(r.times) > NOISY * min(r.times)
+        ),
+        "records": len(problem.table.records),
         "exhaustive-8": exhaustive_8(problem),
     }
     for name, run in (
@@ -397,6 +441,13 @@ def markdown(report: dict) -> str:
         "The side-by-side confirmation on real runs (never slower than IREE's default) is"
         " `benchmarks/never_slower.py`'s section.",
         "",
+        "The oracle is itself noisy: records whose samples differ by more than"
+        f" {NOISY}x: "
+        + ", ".join(
+            f"`{n}` {w['noisy_records']}/{w['records']}" for n, w in report["workloads"].items()
+        )
+        + " (a median of two samples is their mean: one preempted sample moves it).",
+        "",
         "### All six workloads (geomean over the workloads, per seed)",
         "",
         *table_lines(overall, budgets, measurements),
@@ -498,6 +549,11 @@ def main() -> int:
     parser.add_argument("--out", default=str(RESULTS / "quality.json"))
     parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
     parser.add_argument(
+        "--explain",
+        metavar="WORKLOAD:BUDGET:SEED",
+        help="only print one search's picks per T beside the oracle's best, and why",
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="redo the plot and docs from --out's JSON"
     )
     args = parser.parse_args()
@@ -515,6 +571,13 @@ def main() -> int:
     out = Path(args.out)
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
+    explained = None
+    if args.explain:
+        parts = args.explain.split(":")
+        if len(parts) != 3 or parts[0] not in texts or not all(p.isdigit() for p in parts[1:]):
+            parser.error(f"--explain: '{args.explain}' is not WORKLOAD:BUDGET:SEED")
+        explained = (parts[0], int(parts[1]), int(parts[2]))
+        names = [parts[0]]
     start = time.perf_counter()
     records = RecordDatabase(args.records, fsync=False).load()
     results, problems = {}, {}
@@ -525,6 +588,9 @@ def main() -> int:
     except ReplayError as err:
         print(f"quality: error: {args.records}: {err}", file=sys.stderr)
         return 1
+    if explained is not None:
+        explain(problems[explained[0]], explained[1], explained[2])
+        return 0
     for name in names:
         results[name] = run_workload(problems[name], budgets, seeds)
     some = problems[names[0]]
