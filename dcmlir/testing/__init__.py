@@ -15,12 +15,16 @@ from dcmlir.testing.fakes import (
     quirk,
     small_cost_model,
 )
+from dcmlir.testing.replay import ReplayError, ReplayMeasurer, ReplayTable
 
 __all__ = [
     "SMALL_MODEL_TREES",
     "FakeMeasurer",
     "FakeRunner",
     "FullDiskDatabase",
+    "ReplayError",
+    "ReplayMeasurer",
+    "ReplayTable",
     "fake_seconds",
     "quirk",
     "small_cost_model",

@@ -1,0 +1,160 @@
+"""A measurer that replays recorded timings: kernel_tuner's simulation runner for the search.
+
+:class:`ReplayMeasurer` answers ``measure_pairs`` from one records file (an oracle: every
+candidate measured on a set of shapes), so a search strategy can be run many times, with
+many seeds and budgets, on real timings and without IREE: no build, no timing. The
+search then sees the candidate space and the shapes the records hold, nothing else; a
+pair the records do not hold is an error (:class:`ReplayError`), never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dcmlir.measure.loop import MeasureReport
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.shapes import Shape
+from dcmlir.space import Candidate
+from dcmlir.workload import Workload
+
+__all__ = ["ReplayError", "ReplayMeasurer", "ReplayTable"]
+
+Pair = tuple[str, Shape]
+"""(candidate key, shape)."""
+
+
+class ReplayError(LookupError):
+    """A pair the replayed records do not hold was asked for."""
+
+
+@dataclass(frozen=True)
+class ReplayTable:
+    """The newest ``measure`` record of every (candidate, shape) of one workload on one target.
+
+    A failed build that holds for every shape (or for one) answers the pairs it covers
+    with that failure, as the real measurer does from its records.
+    """
+
+    workload: str
+    target_key: str
+    records: Mapping[Pair, Record]
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Record], workload: str, target_key: str | None = None
+    ) -> ReplayTable:
+        """The table of ``workload`` (on ``target_key``; None: the only target it was timed on)."""
+        mine = [r for r in records if r.workload == workload]
+        targets = sorted({r.target_key for r in mine if r.kind == "measure"})
+        if target_key is None:
+            if len(targets) != 1:
+                found = ", ".join(targets) or "none"
+                raise ReplayError(
+                    f"workload {workload}: measurements of one target needed (found: {found})"
+                )
+            target_key = targets[0]
+        measured: dict[Pair, Record] = {}
+        failed_builds: list[Record] = []
+        for record in mine:
+            if record.target_key != target_key:
+                continue
+            if record.kind == "measure":
+                measured[(record.candidate_key, record.shape)] = record  # the newest wins
+            elif record.kind == "build" and record.failed:
+                failed_builds.append(record)
+        if not measured:
+            raise ReplayError(f"workload {workload} has no measurements on {target_key}")
+        shapes = {shape for _, shape in measured}
+        for build in failed_builds:
+            covered = shapes if build.all_shapes else {build.shape}
+            for shape in covered:
+                measured.setdefault((build.candidate_key, shape), build)
+        return cls(workload, target_key, measured)
+
+    @classmethod
+    def load(cls, path: str, workload: str, target_key: str | None = None) -> ReplayTable:
+        """The table of ``workload`` in a records file, whatever IREE version timed it."""
+        db = RecordDatabase(path, fsync=False)
+        return cls.from_records(db.load(), workload, target_key)
+
+    @property
+    def shapes(self) -> list[Shape]:
+        return sorted({shape for _, shape in self.records})
+
+    @property
+    def candidate_keys(self) -> list[str]:
+        """Keys in the records' order."""
+        return list(dict.fromkeys(key for key, _ in self.records))
+
+    @property
+    def target(self) -> Mapping[str, object]:
+        """The target the records were timed on (``Target.to_json()``)."""
+        return next(iter(self.records.values())).target
+
+    def complete(self) -> bool:
+        """Whether every candidate has a record at every shape (an oracle)."""
+        return len(self.records) == len(self.shapes) * len(self.candidate_keys)
+
+    def seconds(self, key: str, shape: Shape) -> float:
+        """The recorded median (inf: failed); a :class:`ReplayError` when not recorded."""
+        record = self.records.get((key, tuple(shape)))
+        if record is None:
+            raise ReplayError(
+                f"workload {self.workload}: ({key}, {shape}) is not in the replayed records"
+                " (a replay answers recorded pairs only)"
+            )
+        return record.median if record.ok else math.inf
+
+    def best(self, shape: Shape) -> tuple[str, float]:
+        """(key, seconds) of the fastest recorded candidate at ``shape``."""
+        found = [(self.seconds(key, shape), key) for key in self.candidate_keys]
+        seconds, key = min(found)
+        return key, seconds
+
+
+class ReplayMeasurer:
+    """Answers ``measure_pairs`` from a :class:`ReplayTable`, as a real measurer from a run.
+
+    ``measured`` counts the distinct pairs answered (each one a measurement a real
+    tuning run would have paid for); ``timed`` lists them in the order asked. With
+    ``db``, each answered record is appended to it, as the real measurer records what it
+    times (a fresh database per run keeps runs independent).
+    """
+
+    def __init__(
+        self, workload: Workload, table: ReplayTable, db: RecordDatabase | None = None
+    ) -> None:
+        if workload.key != table.workload:
+            raise ReplayError(
+                f"the records replayed are of workload {table.workload}, not {workload.key}"
+            )
+        self.workload = workload
+        self.table = table
+        self.db = db
+        self.timed: list[Pair] = []
+        self._answered: set[Pair] = set()
+
+    @property
+    def measured(self) -> int:
+        return len(self._answered)
+
+    def measure_pairs(self, pairs: Sequence[tuple[Candidate, Shape]]) -> MeasureReport:
+        """The recorded outcome of every pair; nothing is answered if one is not recorded."""
+        wanted = [(candidate.key(), tuple(shape)) for candidate, shape in pairs]
+        missing = [pair for pair in wanted if pair not in self.table.records]
+        if missing:
+            key, shape = missing[0]
+            self.table.seconds(key, shape)  # raises, naming the pair
+        report = MeasureReport(self.workload, [c for c, _ in pairs], [tuple(s) for _, s in pairs])
+        for pair in wanted:
+            record = self.table.records[pair]
+            if pair not in self._answered:
+                self._answered.add(pair)
+                self.timed.append(pair)
+                report.measured += 1
+                if self.db is not None:
+                    self.db.append(record)
+            report.records[pair] = record
+        return report

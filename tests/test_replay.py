@@ -1,0 +1,112 @@
+"""The replay measurer: answers the search from a records file, refuses what it does not hold.
+
+A tiny synthetic oracle (three candidates x four shapes, one failure) written to a real
+records file; the search's own loop runs on it with the trivial model in well under a
+second.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from helpers import dense_with_range
+
+from dcmlir.cost_model import TrivialCostModel
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
+from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.target import CpuTarget
+from dcmlir.testing import ReplayError, ReplayMeasurer, ReplayTable
+from dcmlir.workload import Workload
+
+TARGET = CpuTarget()
+SHAPES = [(1,), (2,), (3,), (4,)]
+
+
+def oracle_file(tmp_path: Path) -> tuple[Workload, list, Path]:
+    """Every candidate timed at every shape (seconds = 1e-3 * (column + 1) * t), but the
+    last candidate failed at t = 4."""
+    workload = dense_with_range(1, 4)
+    candidates = [DefaultCandidate(), *space_for(TARGET)[1:3]]
+    db = RecordDatabase(tmp_path / "oracle.jsonl", fsync=False)
+    for column, candidate in enumerate(candidates):
+        for (t,) in SHAPES:
+            if column == 2 and t == 4:
+                db.append(
+                    Record.failure(
+                        workload=workload,
+                        target=TARGET,
+                        candidate=candidate,
+                        route="config",
+                        dims={0: t},
+                        error="run failed: boom",
+                        kind="measure",
+                    )
+                )
+                continue
+            seconds = 1e-3 * (column + 1) * t
+            db.append(
+                Record.measurement(
+                    workload=workload,
+                    target=TARGET,
+                    candidate=candidate,
+                    route="config",
+                    dims={0: t},
+                    times=[seconds, seconds],
+                )
+            )
+    return workload, candidates, db.path
+
+
+def test_answers_from_the_records_and_counts_each_pair_once(tmp_path: Path) -> None:
+    workload, candidates, path = oracle_file(tmp_path)
+    table = ReplayTable.load(str(path), workload.key)
+    assert table.complete() and table.shapes == SHAPES
+    fresh = RecordDatabase(tmp_path / "fresh.jsonl", fsync=False)
+    measurer = ReplayMeasurer(workload, table, fresh)
+    report = measurer.measure_pairs([(candidates[1], (3,)), (candidates[2], (4,))])
+    assert report.median(candidates[1].key(), (3,)) == pytest.approx(6e-3)
+    assert not report.records[(candidates[2].key(), (4,))].ok  # the failure, replayed
+    again = measurer.measure_pairs([(candidates[1], (3,)), (candidates[0], (1,))])
+    assert report.measured == 2 and again.measured == 1 and measurer.measured == 3
+    assert measurer.timed == [
+        (candidates[1].key(), (3,)),
+        (candidates[2].key(), (4,)),
+        (candidates[0].key(), (1,)),
+    ]
+    assert len(fresh.records(include_failures=True, only_current_version=False)) == 3
+    assert table.best((4,)) == (candidates[0].key(), pytest.approx(4e-3))
+
+
+def test_refuses_a_pair_the_records_do_not_hold(tmp_path: Path) -> None:
+    workload, candidates, path = oracle_file(tmp_path)
+    measurer = ReplayMeasurer(workload, ReplayTable.load(str(path), workload.key))
+    unknown = space_for(TARGET)[5]
+    with pytest.raises(ReplayError, match=r"not in the replayed records"):
+        measurer.measure_pairs([(candidates[0], (1,)), (unknown, (2,))])
+    with pytest.raises(ReplayError, match=r"not in the replayed records"):
+        measurer.measure_pairs([(candidates[0], (9,))])  # a shape the oracle lacks
+    assert measurer.measured == 0  # nothing answered from a refused call
+    table = ReplayTable.load(str(path), workload.key)
+    with pytest.raises(ReplayError, match="records replayed are of workload other"):
+        ReplayMeasurer(workload, ReplayTable("other", table.target_key, table.records))
+    with pytest.raises(ReplayError, match="measurements of one target needed"):
+        ReplayTable.load(str(path), "other")
+
+
+def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
+    workload, candidates, path = oracle_file(tmp_path)
+    measurer = ReplayMeasurer(workload, ReplayTable.load(str(path), workload.key))
+    result = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(workload, TARGET, seed=0),
+        candidates,
+        SearchSettings(budget=9, max_kernels=2, verify_batch=4),
+        stream=io.StringIO(),
+        shapes=SHAPES,
+    ).run()
+    assert result.measurements == measurer.measured <= 9
+    assert set(result.measured) == set(measurer.timed)
