@@ -24,7 +24,15 @@ from dcmlir.build.compiler import (
 )
 from dcmlir.ir.iree import RuntimeFailure, versions
 from dcmlir.passes.list_workloads import build_report
-from dcmlir.tools import cmd_bench, cmd_demo, cmd_measure, cmd_models, cmd_run_model, cmd_tune
+from dcmlir.tools import (
+    cmd_bench,
+    cmd_demo,
+    cmd_inspect,
+    cmd_measure,
+    cmd_models,
+    cmd_run_model,
+    cmd_tune,
+)
 from dcmlir.tools.common import (
     PROG,
     CliError,
@@ -161,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd_demo.add_parser(commands)
     cmd_measure.add_parser(commands)
+    cmd_inspect.add_parser(commands)
     cmd_models.add_parsers(commands)
     cmd_tune.add_parsers(commands)
     cmd_run_model.add_parser(commands)
