@@ -26,6 +26,7 @@ __all__ = [
     "PtxasFigures",
     "assemble",
     "find_tool",
+    "has_tensor_core_ptx",
     "sass_opcodes",
     "tool_version",
 ]
@@ -38,6 +39,7 @@ _FUNCTION = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?")
 _SMEM = re.compile(r"(\d+) bytes smem")
+_PTX_MMA = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:wg)?w?mma\.", re.M)
 _SASS_SECTION = re.compile(r"^\s*\.section\s+\.text\.([\w$.]+),", re.M)
 _SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
 
@@ -152,6 +154,11 @@ def sass_opcodes(cubin: bytes) -> dict[str, Counter[str]]:
         sections[index]: Counter(_SASS_OPCODE.findall(sections[index + 1]))
         for index in range(1, len(sections) - 1, 2)
     }
+
+
+def has_tensor_core_ptx(ptx: str) -> bool:
+    """Whether a PTX text holds a tensor-core instruction (``mma``, ``wmma``, ``wgmma``)."""
+    return _PTX_MMA.search(ptx) is not None
 
 
 def tensor_core_count(opcodes: Counter[str]) -> int:

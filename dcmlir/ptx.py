@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["PtxEntry", "ptx_entries", "ptx_modules", "static_shared_bytes"]
+__all__ = [
+    "PtxEntry",
+    "ptx_entries",
+    "ptx_modules",
+    "static_shared_bytes",
+]
 
 _SHARED_GLOBAL = re.compile(r"addrspace\(3\) global (\[[^\n]*?\]) (?:undef|zeroinitializer|poison)")
 _LLVM_ELEMENT_BYTES = {"float": 4, "i32": 4, "half": 2, "bfloat": 2, "i8": 1, "double": 8, "i64": 8}

@@ -1,10 +1,10 @@
 """Real resources of CUDA candidates, read from the build: no GPU, no estimates.
 
-Each candidate of a workload is compiled (one ``iree-compile``, one executable
-per kernel); ``ptxas`` assembles each kernel's PTX for the arch (registers,
-spills, stack), the linked LLVM IR gives the shared memory IREE requests at
-launch, ``.maxntid`` the block size, and the SASS counts tensor-core
-instructions. The figures are cached per IREE version, ptxas release, arch,
+The candidates of a workload are compiled together (one ``iree-compile``, one
+executable per kernel); ``ptxas`` assembles each kernel's PTX for the arch
+(registers, spills, stack), its LLVM IR gives the shared memory IREE requests
+at launch, ``.maxntid`` the block size, and the SASS (``nvdisasm``) counts
+tensor-core instructions. The figures are cached per IREE version, ptxas release, arch,
 workload and candidate in ``cuda-figures.json`` of the build cache directory
 (``$DCMLIR_CACHE_DIR``, else ``~/.cache/dcmlir``).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,13 @@ from pathlib import Path
 from dcmlir.build.compiler import default_cache_dir
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.codegen.kernel import kernel_module_text
-from dcmlir.cuda_tools import assemble, sass_opcodes, tensor_core_count, tool_version
+from dcmlir.cuda_tools import (
+    assemble,
+    has_tensor_core_ptx,
+    sass_opcodes,
+    tensor_core_count,
+    tool_version,
+)
 from dcmlir.ir.iree import run_compile, versions
 from dcmlir.ptx import ptx_entries, static_shared_bytes
 from dcmlir.space import Candidate
@@ -38,7 +45,7 @@ FIGURE_SOURCES = {
     "spills": "ptxas -v",
     "smem": "IREE's linked LLVM IR (addrspace 3)",
     "blocks/SM": "occupancy rules on ptxas registers + smem",
-    "tensor-core": "SASS (nvdisasm): HMMA/HGMMA",
+    "tensor-core": "SASS (nvdisasm): HMMA/HGMMA, where the PTX has mma",
 }
 """Where each figure of :class:`KernelReport` comes from, for the printed table."""
 
@@ -95,7 +102,11 @@ class FiguresCache:
 def _compile_figures(
     workload: Workload, target: CudaTarget, named: Sequence[tuple[str, Candidate]]
 ) -> dict[str, KernelFigures | str]:
-    """Build ``named`` in one compile; each name's figures, or its error (halves on failure)."""
+    """Build ``named`` in one compile; each name's figures, or its error (halves on failure).
+
+    One executable per kernel (``--iree-hal-link-executables=false``): its own PTX
+    and its own LLVM IR, whose ``addrspace(3)`` arrays are its shared memory.
+    """
     route = ConfigRoute()
     variants = [route.variant(workload, candidate, name) for name, candidate in named]
     text = kernel_module_text(workload, variants, target.module_attributes())
@@ -103,7 +114,7 @@ def _compile_figures(
         dumps = Path(scratch)
         flags = (
             *target.compile_flags(),
-            "--iree-hal-link-executables=false",  # one executable (one PTX, one .ll) per kernel
+            "--iree-hal-link-executables=false",
             f"--iree-hal-dump-executable-intermediates-to={dumps}",
             f"--iree-hal-dump-executable-binaries-to={dumps}",
         )
@@ -121,29 +132,36 @@ def _compile_figures(
 
 
 def _kernel_figures(dumps: Path, name: str, arch: str) -> KernelFigures | str:
+    """One kernel's figures from its dumped PTX and LLVM IR.
+
+    The SASS is read (``nvdisasm``, ~0.5 s a kernel) only where the PTX holds a
+    tensor-core instruction: ptxas never makes one out of scalar FMAs.
+    """
     ptx_files = sorted(dumps.glob(f"module_{name}_dispatch_*.ptx"))
     if len(ptx_files) != 1:
-        return f"expected one kernel, the build has {len(ptx_files)}"
+        return f"the build has {len(ptx_files)} kernels, not one"
     ptx = ptx_files[0].read_text()
     (entry,) = ptx_entries(ptx)
     try:
-        found, cubin = assemble(ptx, arch)
+        reported, cubin = assemble(ptx, arch)
     except ValueError as err:
         return str(err)
-    figures = found.get(entry.name)
+    figures = reported.get(entry.name)
     if figures is None:
         return f"ptxas reported nothing for {entry.name}"
-    opcodes = sass_opcodes(cubin).get(entry.name)
+    tensor_core = 0
+    if has_tensor_core_ptx(ptx):
+        tensor_core = tensor_core_count(sass_opcodes(cubin).get(entry.name, Counter()))
     linked = sorted(dumps.glob(f"module_{name}_dispatch_*.linked.ll"))
-    smem = static_shared_bytes(linked[0].read_text()) if linked else 0
-    threads = entry.maxntid[0] * entry.maxntid[1] * entry.maxntid[2] if entry.maxntid else 0
+    size = entry.maxntid or (0, 0, 0)
     return KernelFigures(
         registers=figures.registers,
-        smem_bytes=smem + figures.static_smem_bytes,
-        threads=threads,
+        smem_bytes=figures.static_smem_bytes
+        + (static_shared_bytes(linked[0].read_text()) if linked else 0),
+        threads=size[0] * size[1] * size[2],
         spill_bytes=figures.spill_store_bytes + figures.spill_load_bytes,
         stack_bytes=figures.stack_bytes,
-        tensor_core_instructions=tensor_core_count(opcodes) if opcodes else 0,
+        tensor_core_instructions=tensor_core,
     )
 
 
