@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "INSTALL_HINT",
     "TENSOR_CORE_OPCODES",
     "CudaToolMissing",
     "PtxasFigures",

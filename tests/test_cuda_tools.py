@@ -8,16 +8,23 @@ SM must be ptxas's, and the f16/bf16 tensor-core family must contain HMMA.
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pytest
 from helpers import DENSE
 
+import dcmlir
 from dcmlir import cuda_tools
 from dcmlir.build.inspect import FiguresCache, attach_figures, inspect_kernels
 from dcmlir.cost_model import CostModel
-from dcmlir.cuda_tools import CudaToolMissing, find_tool, parse_ptxas_log
+from dcmlir.cost_model.roofline import GPU_PEAKS, LAUNCH_SECONDS, predict_seconds
+from dcmlir.cuda_tools import CudaToolMissing, find_tool, has_tensor_core_ptx, parse_ptxas_log
+from dcmlir.dispatch import Plan
+from dcmlir.driver import offline
 from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.ptx import ptx_modules
 from dcmlir.space import (
     CudaCandidate,
     CudaMmaCandidate,
@@ -26,10 +33,12 @@ from dcmlir.space import (
     candidate_from_key,
     cuda_space,
     mma_problem,
+    select_candidates,
     workload_space,
 )
 from dcmlir.space.occupancy import KernelFigures, occupancy
 from dcmlir.target import CudaTarget
+from dcmlir.tools import cmd_tune
 from dcmlir.tools.cli import main
 from dcmlir.workload import Workload, workloads
 
@@ -255,3 +264,90 @@ def test_inspect_without_the_tools_is_one_line(
     cuda_tools.tool_version.cache_clear()
     with pytest.raises(CudaToolMissing):
         cuda_tools.assemble("", "sm_90")
+
+
+# --- the offline plan ----------------------------------------------------------------------
+
+EXAMPLES = Path(dcmlir.__file__).parent / "examples"
+
+
+def test_the_roofline_prices_waves_occupancy_and_tensor_cores() -> None:
+    h100 = CudaTarget.known("h100")
+    workload = workload_of(dense_text("f16", n=3072))
+    figures = KernelFigures(registers=64, smem_bytes=0, threads=128)
+    simt = CudaCandidate(32, 64, 4, 4, 8).for_workload(workload).with_figures(figures)
+    mma = CudaMmaCandidate(64, 64, 2, 4, 8).with_figures(
+        KernelFigures(registers=128, smem_bytes=34304, threads=128, tensor_core_instructions=64)
+    )
+    big = (8192,)
+    assert (
+        predict_seconds(workload, mma, big, h100) < predict_seconds(workload, simt, big, h100) / 5
+    )
+    # at T=1 no kernel beats reading the 4.5 MiB weight once; the 64-row tile pads T to
+    # 64 and 48 blocks of 4 warps leave the SMs half-fed (8 warps hide latency)
+    weight = 768 * 3072 * 2 / GPU_PEAKS["h100"].dram_bytes_per_s
+    padded = 2 * 64 * 3072 * 768 / (GPU_PEAKS["h100"].tensor_flops / 132 * 0.5) / 48
+    assert padded > weight
+    assert predict_seconds(workload, mma, (1,), h100) == pytest.approx(padded + LAUNCH_SECONDS)
+    assert predict_seconds(workload, DefaultCandidate(), big, h100) == math.inf
+    # one block past a full wave costs a second wave
+    per_wave = simt.blocks_per_sm(h100) * h100.sm_count  # 8 x 132 blocks: 22 rows of 48
+    assert per_wave == 22 * 48
+    full, over = (22 * 32,), (23 * 32,)  # the 23rd row of blocks: a second, thin wave
+    assert predict_seconds(workload, simt, over, h100) == pytest.approx(
+        1.5 * predict_seconds(workload, simt, full, h100) - 0.5 * LAUNCH_SECONDS
+    )
+    spilling = simt.with_figures(KernelFigures(64, 0, 128, spill_bytes=8))
+    assert predict_seconds(workload, spilling, big, h100) > 1.9 * predict_seconds(
+        workload, simt, big, h100
+    )
+
+
+@needs_tools
+def test_a_predicted_plan_for_bert_f16_dense_compiles_for_sm_90_with_tensor_cores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slice of each space (12 candidates, both families) keeps this to seconds;
+    docs/cuda.md shows the whole-space run."""
+    monkeypatch.setattr(
+        offline, "workload_space", lambda t, w: select_candidates(workload_space(t, w), 12)
+    )
+    plan_path, out = tmp_path / "plan.json", tmp_path / "out.vmfb"
+    source = str(EXAMPLES / "bert_dense_f16.mlir")
+    argv = ["tune", source, "--dims", "1:512", "--target", "cuda", "--arch", "sm_90", "--predict"]
+    assert main([*argv, "-o", str(plan_path), "--db", str(tmp_path / "r.jsonl")]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines and all(line.startswith("[predicted: true] ") for line in lines)
+    assert "0 measurements: the offline model over" in lines[0]
+    assert all(line.startswith("[predicted: true] ") for line in captured.err.splitlines())
+    assert json.loads(plan_path.read_text())["predicted"] is True
+    plan = Plan.load(plan_path)
+    assert plan.predicted and len(plan.workloads) == 3
+    for workload in plan.workloads:
+        largest = max(workload.shapes, key=lambda s: s.dims)
+        assert largest.dims == (512,) and largest.measured is None
+        assert workload.kernels[largest.kernel].candidate_key.startswith("cuda-mma:")
+    code = main(["compile", source, "--plan", str(plan_path), "--target", "cuda", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith("[predicted: true] ")
+    modules = ptx_modules(out.read_bytes())
+    assert modules and all(".target sm_90" in text for text in modules)
+    assert any(has_tensor_core_ptx(text) for text in modules)
+
+
+def test_tune_for_cuda_without_a_gpu_or_the_tools_says_how_to_get_a_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cmd_tune, "find_tool", lambda name: None)
+    monkeypatch.setattr(cmd_tune, "cuda_device_available", lambda: False)
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    argv = ["tune", str(source), "--dims", "1:128", "--target", "cuda", "--arch", "sm_90"]
+    assert main([*argv, "-o", str(tmp_path / "p.json"), "--db", str(tmp_path / "r")]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "dcmlir: no CUDA GPU present: timing sm_90 kernels needs one (compile-only: dcmlir "
+        "measure --target cuda builds candidates, dcmlir compile builds a CUDA plan); no plan "
+        "written (an offline, predicted plan needs pip install 'dcmlir[cuda-tools]')"
+    ]
+    assert not (tmp_path / "p.json").exists()

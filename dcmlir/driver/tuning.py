@@ -23,6 +23,7 @@ from typing import IO
 
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.loading import TuneError, check_writable, load_model
+from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.roles import (
     BuilderFactory,
@@ -45,7 +46,7 @@ from dcmlir.search.model_graph import (
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
 from dcmlir.space import DefaultCandidate, workload_space
-from dcmlir.target import Target, target_from_name
+from dcmlir.target import CudaTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
 PROBES_FROM = 2 * len(PROBE_FRACTIONS)
@@ -80,6 +81,7 @@ def tune(
     database: RecordDatabase | DatabaseFactory | None = None,
     cost_model: CostModelFactory | None = None,
     search: SearchSettings | None = None,
+    predict: bool | None = None,
 ) -> TuneReport:
     """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
@@ -93,6 +95,10 @@ def tune(
     ``level``: ``input``, ``global-optimization`` or ``auto`` (see
     :mod:`dcmlir.driver.loading`). The model's workload graph is saved beside
     the plan (``plan.graph.json``).
+
+    ``predict``: plan a CUDA target from the offline model (:mod:`dcmlir.driver.offline`)
+    instead of timing; None: do so where no GPU is here and ptxas is installed. The plan
+    then says ``"predicted": true``.
 
     ``builder``, ``runner``, ``database``, ``cost_model`` and ``search``: the roles
     (:class:`~dcmlir.driver.roles.Roles`); each one not given is the one in scope,
@@ -111,6 +117,37 @@ def tune(
             [],
             time.perf_counter() - start,
             model.skipped,
+            level=model.level,
+            level_reason=model.level_reason,
+            graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
+        )
+    if offline_wanted(target_object, predict):
+        if not isinstance(target_object, CudaTarget):
+            raise TuneError(f"a predicted plan is for CUDA targets, not {target_object.backend}")
+        settings = search or SearchSettings(max_kernels=max_kernels, seed=seed)
+        reports = []
+        for workload in found:
+            try:
+                result = predicted_search(workload, target_object, settings, stream)
+            except ValueError as err:
+                raise TuneError(str(err)) from None
+            reports.append(
+                WorkloadReport(workload, result, workload_plan(result, max_depth, route))
+            )
+        model.graph.estimate(lambda w: {})
+        plan = Plan(
+            target_object,
+            Path(str(input)).name,
+            tuple(r.plan for r in reports),
+            level=model.level,
+            predicted=True,
+        )
+        return TuneReport(
+            plan,
+            reports,
+            time.perf_counter() - start,
+            model.skipped,
+            graph=model.graph,
             level=model.level,
             level_reason=model.level_reason,
             graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
