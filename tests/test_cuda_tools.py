@@ -17,7 +17,12 @@ from helpers import DENSE
 
 import dcmlir
 from dcmlir import cuda_tools
-from dcmlir.build.inspect import FiguresCache, attach_figures, inspect_kernels
+from dcmlir.build.inspect import (
+    FiguresCache,
+    attach_figures,
+    inspect_kernels,
+    with_cached_figures,
+)
 from dcmlir.cost_model import CostModel
 from dcmlir.cost_model.roofline import GPU_PEAKS, LAUNCH_SECONDS, predict_seconds
 from dcmlir.cuda_tools import CudaToolMissing, find_tool, has_tensor_core_ptx, parse_ptxas_log
@@ -351,3 +356,18 @@ def test_tune_for_cuda_without_a_gpu_or_the_tools_says_how_to_get_a_plan(
         "written (an offline, predicted plan needs pip install 'dcmlir[cuda-tools]')"
     ]
     assert not (tmp_path / "p.json").exists()
+
+
+@needs_tools
+def test_the_tuner_space_reads_cached_figures(tmp_path: Path) -> None:
+    """What inspect (or an offline plan) cached replaces the estimates in a later search."""
+    target = CudaTarget.known("h100")
+    workload = workload_of(DENSE)
+    space = workload_space(target, workload)
+    cache = FiguresCache(tmp_path / "f.json")
+    real = KernelFigures(registers=200, smem_bytes=0, threads=space[1].threads)
+    cache.put({FiguresCache.key(target, workload, space[1]): real})
+    found = with_cached_figures(workload, target, space, FiguresCache(tmp_path / "f.json"))
+    assert found == space
+    assert found[1].figures == real and found[1].registers_per_thread() == 200
+    assert all(c.figures is None for c in found[2:])

@@ -24,6 +24,7 @@ from dcmlir.build.routes import ConfigRoute
 from dcmlir.codegen.kernel import kernel_module_text
 from dcmlir.cuda_tools import (
     assemble,
+    find_tool,
     has_tensor_core_ptx,
     sass_opcodes,
     tensor_core_count,
@@ -36,7 +37,14 @@ from dcmlir.space.occupancy import KernelFigures, Occupancy, occupancy
 from dcmlir.target import CudaTarget
 from dcmlir.workload import Workload
 
-__all__ = ["FIGURE_SOURCES", "FiguresCache", "KernelReport", "attach_figures", "inspect_kernels"]
+__all__ = [
+    "FIGURE_SOURCES",
+    "FiguresCache",
+    "KernelReport",
+    "attach_figures",
+    "inspect_kernels",
+    "with_cached_figures",
+]
 
 FIGURES_FILE = "cuda-figures.json"
 FIGURE_SOURCES = {
@@ -198,5 +206,26 @@ def attach_figures(reports: Sequence[KernelReport]) -> list[Candidate]:
         candidate = report.candidate
         if report.figures is not None and hasattr(candidate, "with_figures"):
             candidate = candidate.with_figures(report.figures)
+        found.append(candidate)
+    return found
+
+
+def with_cached_figures(
+    workload: Workload,
+    target: CudaTarget,
+    candidates: Sequence[Candidate],
+    cache: FiguresCache | None = None,
+) -> list[Candidate]:
+    """The candidates with the real figures the cache holds (``dcmlir inspect`` or an
+    offline plan filled it), the rest as they are; builds nothing. Without ptxas (the
+    cache key names its release) nothing is attached."""
+    if find_tool("ptxas") is None:
+        return list(candidates)
+    cache = cache if cache is not None else FiguresCache()
+    found = []
+    for candidate in candidates:
+        figures = cache.get(FiguresCache.key(target, workload, candidate))
+        if figures is not None and hasattr(candidate, "with_figures"):
+            candidate = candidate.with_figures(figures)
         found.append(candidate)
     return found

@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.loading import TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
@@ -45,7 +46,7 @@ from dcmlir.search.model_graph import (
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
-from dcmlir.space import DefaultCandidate, workload_space
+from dcmlir.space import Candidate, DefaultCandidate, workload_space
 from dcmlir.target import CudaTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
@@ -193,7 +194,7 @@ def tune(
                 workload,
                 measurer,
                 roles.model(workload, target_object, measurer, seed, route),
-                workload_space(target_object, workload),
+                _space_of(target_object, workload),
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),
@@ -228,6 +229,15 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _space_of(target: Target, workload: Workload) -> list[Candidate]:
+    """The workload's space; on CUDA with the real figures cached for it (limits, occupancy)."""
+    space = workload_space(target, workload)
+    if not isinstance(target, CudaTarget):
+        return space
+    real = with_cached_figures(workload, target, space)
+    return [c for c in real if not c.problems(target)]
 
 
 def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:
