@@ -118,18 +118,12 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
         "plan": json.loads(plan_path.read_text()),
         "log": log.getvalue(),
     }
-    if args.offline:  # the plan a user without this GPU would have cross-compiled
+    if args.offline_plans:  # made without a GPU (--make-offline-plans), carried here
+        offline_path = Path(args.offline_plans) / f"{name}.offline.plan.json"
+    elif args.offline:  # the plan a user without this GPU would have cross-compiled
         offline_path = work / f"{name}.offline.plan.json"
-        dcmlir.tune(
-            source,
-            dims=["1:128"],
-            target=target,
-            db=work / "offline.jsonl",
-            output=offline_path,
-            level="input",
-            stream=log,
-            predict=True,
-        )
+        make_offline_plan(source, target, offline_path, log)
+    if args.offline_plans or args.offline:
         offline = dcmlir.compile(source, plan=offline_path, stream=log)
         modules[OFFLINE] = offline.vmfb
         modules[f"{OFFLINE}@R"] = build(
@@ -137,6 +131,22 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
         ).vmfb
         built["offline_plan"] = json.loads(offline_path.read_text())
     return built
+
+
+def make_offline_plan(source: Path, target: Any, output: Path, log: Any) -> None:
+    """The predicted plan (ptxas figures + roofline, nothing timed; docs/cuda.md)."""
+    import dcmlir
+
+    dcmlir.tune(
+        source,
+        dims=["1:128"],
+        target=target,
+        db=output.with_suffix(".jsonl"),
+        output=output,
+        level="input",
+        stream=log,
+        predict=True,
+    )
 
 
 def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Namespace) -> dict:
@@ -451,13 +461,33 @@ def main(argv: list[str] | None = None) -> int:
         help="also build, compile and time the offline (predicted) plan (default: when the "
         "cuda-tools extra is installed)",
     )
+    parser.add_argument(
+        "--offline-plans",
+        metavar="DIR",
+        help="time the offline plans NAME.offline.plan.json of DIR (made without a GPU)",
+    )
+    parser.add_argument(
+        "--make-offline-plans",
+        metavar="DIR",
+        help="write the offline plan of each workload to DIR and stop (no GPU needed; "
+        "needs the cuda-tools extra)",
+    )
     args = parser.parse_args(argv)
     from dcmlir.cuda_tools import find_tool
     from dcmlir.ir.iree import cuda_device_available
+    from dcmlir.target import CudaTarget
 
+    if args.make_offline_plans:
+        folder = Path(args.make_offline_plans)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = CudaTarget.from_overrides({"arch": args.arch})
+        for name in args.workloads.split(","):
+            source = folder / f"{name}.mlir"
+            source.write_text(bert_workloads()[name])
+            make_offline_plan(source, target, folder / f"{name}.offline.plan.json", sys.stderr)
+        return 0
     if args.offline is None:
         args.offline = find_tool("ptxas") is not None and find_tool("nvdisasm") is not None
-    from dcmlir.target import CudaTarget
 
     if not cuda_device_available():
         print(

@@ -51,7 +51,7 @@ FIGURE_SOURCES = {
     "block": "PTX .maxntid",
     "registers": "ptxas -v",
     "spills": "ptxas -v",
-    "smem": "IREE's linked LLVM IR (addrspace 3)",
+    "smem": "the kernel's LLVM IR from IREE (addrspace 3 arrays)",
     "blocks/SM": "occupancy rules on ptxas registers + smem",
     "tensor-core": "SASS (nvdisasm): HMMA/HGMMA, where the PTX has mma",
 }

@@ -60,7 +60,9 @@ class TuneReport:
         if self.graph is None:
             return []
         lines = [f"level: {self.level} ({self.level_reason})", self.graph.summary()]
-        if self.probes:
+        if self.plan.predicted:
+            lines.append("where model time goes, by FLOPs (a predicted plan times nothing):")
+        elif self.probes:
             lines.append(
                 "where model time goes, IREE's default per call averaged over the range "
                 f"(from {self.probes} probe measurements); the budget follows the shares:"
