@@ -11,7 +11,9 @@ kernel's time on a shape is predicted from what is known without running it:
   and an SM with fewer than :data:`HIDING_WARPS` resident warps runs at that
   fraction of its peak;
 - memory: each operand read and the result written once, at the published DRAM
-  bandwidth;
+  bandwidth; and the operand tiles every block loads (``grid x (wm + wn) x K``
+  elements: small tiles re-read the operands many times) at the L2 bandwidth,
+  taken as :data:`L2_OVER_DRAM` times the DRAM one;
 - time = max(compute, memory) + :data:`LAUNCH_SECONDS`; a kernel that spills
   runs at half rate.
 
@@ -31,7 +33,14 @@ from dcmlir.space.occupancy import occupancy
 from dcmlir.target import CudaTarget
 from dcmlir.workload import Workload
 
-__all__ = ["GPU_PEAKS", "HIDING_WARPS", "LAUNCH_SECONDS", "GpuPeaks", "predict_seconds"]
+__all__ = [
+    "GPU_PEAKS",
+    "HIDING_WARPS",
+    "L2_OVER_DRAM",
+    "LAUNCH_SECONDS",
+    "GpuPeaks",
+    "predict_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,9 @@ GPU_PEAKS = {
 """By GPU name (:data:`dcmlir.target.KNOWN_GPUS`); NVIDIA's data sheets, dense figures."""
 HIDING_WARPS = {"simt": 16, "mma": 8}
 """Resident warps per SM from which an SM is taken to run at its peak (latency hidden)."""
+L2_OVER_DRAM = 3.0
+"""L2 bandwidth over DRAM bandwidth (not on the data sheets; the A100 whitepaper's
+5120 bytes/clock at 1.41 GHz is 7.2 TB/s, 3.5x its DRAM): an assumption of the model."""
 LAUNCH_SECONDS = 3e-6
 """A kernel launch and its tail, the same for every kernel."""
 _TYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -110,5 +122,17 @@ def predict_seconds(
     figures = candidate.figures
     if figures is not None and figures.spill_bytes:
         compute *= 2.0
-    memory = _bytes_moved(workload, space) / peaks.dram_bytes_per_s
-    return max(compute, memory) + LAUNCH_SECONDS
+    dram = _bytes_moved(workload, space) / peaks.dram_bytes_per_s
+    loaded = grid * _tile_bytes_per_block(workload, candidate, computed // grid)
+    l2 = loaded / (L2_OVER_DRAM * peaks.dram_bytes_per_s)
+    return max(compute, dram, l2) + LAUNCH_SECONDS
+
+
+def _tile_bytes_per_block(
+    workload: Workload, candidate: CudaCandidate | CudaMmaCandidate, block_points: int
+) -> int:
+    """Operand bytes one block loads: its A and B panels over the whole (padded) K."""
+    tile = candidate.workgroup_m * candidate.workgroup_n
+    depth = block_points // tile  # padded K (times the batch tile of 1)
+    element = _TYPE_BYTES.get(workload.element_types[0], 4)
+    return (candidate.workgroup_m + candidate.workgroup_n) * depth * element
