@@ -19,6 +19,11 @@ T dims equal), in the order of ``benchmarks/bert_workloads.py``:
    Every output of every variant is checked against float64 numpy (rtol 2e-3, the
    TF32 bound; each variant's worst error is recorded, fp32 ones must stay under 1e-4).
 
+With the ``cuda-tools`` extra (``--offline``, on when ptxas is installed), each workload
+also gets the offline plan (``dcmlir.tune(..., predict=True)``: ptxas figures and the
+roofline model, nothing timed, docs/cuda.md), compiled and timed beside the measured one
+as ``dcmlir_offline``: the section says how far the prediction lands from measuring.
+
 Everything goes to ``--out`` after each workload (a run stopped by a time limit
 keeps what it finished): ``cuda_benchmark.json`` (every number),
 ``benchmarks-cuda.md`` (docs/benchmarks-cuda.md with its results section
@@ -54,8 +59,10 @@ REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 RTOL = 2e-3  # TF32 (10-bit mantissa products) on K up to 3072; fp32 stays far below
 FP32_RTOL = 1e-4
 VARIANTS = ("dcmlir", "iree_default", "torch_fp32", "torch_tf32")
+OFFLINE = "dcmlir_offline"
 LABELS = {
     "dcmlir": "dcmlir",
+    OFFLINE: "dcmlir offline (predicted) plan",
     "iree_default": "IREE default",
     "torch_fp32": "cuBLAS fp32 (TF32 off)",
     "torch_tf32": "cuBLAS TF32",
@@ -104,13 +111,42 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
         "dcmlir@R": build(compiled.mlir, target, repeat, source_name=f"{name}.mlir").vmfb,
         "iree_default@R": build(default_text, target, repeat, source_name=f"{name}.mlir").vmfb,
     }
-    return {
+    built = {
         "item": item,
         "modules": modules,
         "tune_seconds": tune_seconds,
         "plan": json.loads(plan_path.read_text()),
         "log": log.getvalue(),
     }
+    if args.offline_plans:  # made without a GPU (--make-offline-plans), carried here
+        offline_path = Path(args.offline_plans) / f"{name}.offline.plan.json"
+    elif args.offline:  # the plan a user without this GPU would have cross-compiled
+        offline_path = work / f"{name}.offline.plan.json"
+        make_offline_plan(source, target, offline_path, log)
+    if args.offline_plans or args.offline:
+        offline = dcmlir.compile(source, plan=offline_path, stream=log)
+        modules[OFFLINE] = offline.vmfb
+        modules[f"{OFFLINE}@R"] = build(
+            offline.mlir, target, repeat, source_name=f"{name}.mlir"
+        ).vmfb
+        built["offline_plan"] = json.loads(offline_path.read_text())
+    return built
+
+
+def make_offline_plan(source: Path, target: Any, output: Path, log: Any) -> None:
+    """The predicted plan (ptxas figures + roofline, nothing timed; docs/cuda.md)."""
+    import dcmlir
+
+    dcmlir.tune(
+        source,
+        dims=["1:128"],
+        target=target,
+        db=output.with_suffix(".jsonl"),
+        output=output,
+        level="input",
+        stream=log,
+        predict=True,
+    )
 
 
 def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Namespace) -> dict:
@@ -123,7 +159,9 @@ def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Na
 
     scratch = Path(tempfile.mkdtemp(prefix="vmfb-", dir=args.work))
     variants: list[Variant] = []
-    for key in ("dcmlir", "iree_default", "dcmlir@R", "iree_default@R"):
+    for key in ("dcmlir", "iree_default", "dcmlir@R", "iree_default@R", OFFLINE, f"{OFFLINE}@R"):
+        if key not in modules:
+            continue
         path = scratch / f"{key}.vmfb"
         path.write_bytes(modules[key])
         variants.append(ModuleFunction(key, str(path), "main"))
@@ -145,7 +183,7 @@ def measure_workload(workload: Any, modules: dict[str, bytes], args: argparse.Na
     for t in sorted(results):
         comparison = results[t]
         row: dict[str, Any] = {"t": t, "latency_us": {}, "device_us": {}, "max_error": {}}
-        for key in VARIANTS:
+        for key in (*VARIANTS, OFFLINE) if OFFLINE in modules else VARIANTS:
             latency, device = comparison[key], comparison[f"{key}@R"]
             row["latency_us"][key] = latency.median * 1e6
             row["device_us"][key] = device.median * 1e6 / args.repeat
@@ -196,6 +234,16 @@ def run_workload(name: str, text: str, args: argparse.Namespace, target: Any) ->
         "plan": built["plan"],
         **measured,
     }
+    if "offline_plan" in built:
+        result["offline_plan"] = built["offline_plan"]
+        result["offline_kernels"] = [
+            w["candidate_key"] for w in built["offline_plan"]["workloads"][0]["kernels"]
+        ]
+        result["offline_vs_measured"] = {  # >1: the predicted plan is slower
+            mode: geomean([r[f"{mode}_us"][OFFLINE] / r[f"{mode}_us"]["dcmlir"] for r in rows])
+            for mode in ("device", "latency")
+            for rows in (measured["rows"],)
+        }
     summarize(result)
     return result
 
@@ -332,6 +380,24 @@ def markdown(results: list[dict], env: dict, plot_name: str | None, missing: lis
                 f"| `{r['name']}` | {row['t']} | {d['dcmlir']:.2f} | {d['iree_default']:.2f} |"
                 f" {d['torch_fp32']:.2f} | {d['torch_tf32']:.2f} | `{kernel}` |"
             )
+    offline = [r for r in results if "offline_vs_measured" in r]
+    if offline:
+        lines += [
+            "",
+            "Offline (predicted) plan, built without timing (ptxas figures + roofline model,"
+            " docs/cuda.md), against the measured plan: its time / the measured plan's time,"
+            " geomean over T (1.00: the prediction chose as well as measuring).",
+            "",
+            "| workload | offline kernels | measured kernels | device | latency |",
+            "|---|---|---|---:|---:|",
+        ]
+        for r in offline:
+            ratio = r["offline_vs_measured"]
+            lines.append(
+                f"| `{r['name']}` | {', '.join(f'`{k}`' for k in r['offline_kernels'])} |"
+                f" {', '.join(f'`{k}`' for k in r['kernels'])} | {ratio['device']:.2f}x |"
+                f" {ratio['latency']:.2f}x |"
+            )
     if plot_name:
         lines += ["", f"![{plot_name}](results/{plot_name})"]
     lines.append(END)
@@ -388,9 +454,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deadline", type=float, default=0, metavar="S", help="start no workload after S seconds"
     )
+    parser.add_argument(
+        "--offline",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also build, compile and time the offline (predicted) plan (default: when the "
+        "cuda-tools extra is installed)",
+    )
+    parser.add_argument(
+        "--offline-plans",
+        metavar="DIR",
+        help="time the offline plans NAME.offline.plan.json of DIR (made without a GPU)",
+    )
+    parser.add_argument(
+        "--make-offline-plans",
+        metavar="DIR",
+        help="write the offline plan of each workload to DIR and stop (no GPU needed; "
+        "needs the cuda-tools extra)",
+    )
     args = parser.parse_args(argv)
+    from dcmlir.cuda_tools import find_tool
     from dcmlir.ir.iree import cuda_device_available
     from dcmlir.target import CudaTarget
+
+    if args.make_offline_plans:
+        folder = Path(args.make_offline_plans)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = CudaTarget.from_overrides({"arch": args.arch})
+        for name in args.workloads.split(","):
+            source = folder / f"{name}.mlir"
+            source.write_text(bert_workloads()[name])
+            make_offline_plan(source, target, folder / f"{name}.offline.plan.json", sys.stderr)
+        return 0
+    if args.offline is None:
+        args.offline = find_tool("ptxas") is not None and find_tool("nvdisasm") is not None
 
     if not cuda_device_available():
         print(

@@ -28,6 +28,7 @@ from dcmlir.tools import (
     cmd_bench,
     cmd_demo,
     cmd_import_onnx,
+    cmd_inspect,
     cmd_measure,
     cmd_models,
     cmd_run_model,
@@ -169,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd_demo.add_parser(commands)
     cmd_measure.add_parser(commands)
+    cmd_inspect.add_parser(commands)
     cmd_models.add_parsers(commands)
     cmd_import_onnx.add_parser(commands)
     cmd_tune.add_parsers(commands)

@@ -16,7 +16,7 @@ from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import DatabaseError, RecordDatabase
 from dcmlir.shapes import SHAPES_GRAMMAR
-from dcmlir.space import DefaultCandidate, select_candidates, space_for
+from dcmlir.space import DefaultCandidate, select_candidates, space_for, workload_space
 from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.tools.common import (
     CliError,
@@ -158,6 +158,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     candidates = select_candidates(space_for(target), args.candidates)
     print(f"target: {target.describe()}", file=out)
     for workload in unique.values():
+        if isinstance(target, CudaTarget):  # f16/bf16 sizes, the tensor-core family
+            candidates = select_candidates(workload_space(target, workload), args.candidates)
         shapes = shapes_option("--shapes", args.shapes, len(workload.dynamic_dims))
         print(f"\nworkload {workload.describe()} at {workload.location}", file=out)
         print(f"{len(candidates)} candidates, route {route.name}, records {args.db}", file=out)

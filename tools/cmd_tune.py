@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from dcmlir.cuda_tools import INSTALL_HINT, CudaToolMissing, find_tool
+from dcmlir.dispatch import Plan
 from dcmlir.driver import TuneError, compile, tune
+from dcmlir.driver.offline import PREDICTED_MARK
 from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
@@ -80,6 +83,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "or after IREE's global optimization (the forms codegen sees); auto: the latter "
         "when it changes the workloads (default: %(default)s)",
     )
+    tune.add_argument(
+        "--predict",
+        action="store_true",
+        help="cuda: plan from the offline model (ptxas figures, roofline) even with a GPU "
+        "here; without one this is what tune does when the cuda-tools extra is installed. "
+        'The plan says "predicted": true',
+    )
     tune.set_defaults(run=run_tune)
 
     compile_ = commands.add_parser(
@@ -130,13 +140,22 @@ def _checked(args: argparse.Namespace) -> None:
 def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Tune the module, write the plan, print the report."""
     _checked(args)
-    if args.target == "cuda" and not cuda_device_available():
+    if args.predict and args.target != "cuda":
+        raise CliError("--predict plans a CUDA target (--target cuda)")
+    predict = True if args.predict else None
+    if args.target == "cuda" and not args.predict and not cuda_device_available():
         try:
             arch = CudaTarget.from_overrides({"arch": args.arch} if args.arch else {}).arch
         except ValueError as error:
             raise CliError(f"--arch: {error}") from None
-        print(f"dcmlir: {NoDevice.for_arch(arch)}; no plan written", file=err)
-        return 0
+        if find_tool("ptxas") is None or find_tool("nvdisasm") is None:
+            print(
+                f"dcmlir: {NoDevice.for_arch(arch)}; no plan written (an offline, predicted "
+                f"plan needs {INSTALL_HINT})",
+                file=err,
+            )
+            return 0
+        predict = True
     try:
         report = tune(
             args.input,
@@ -156,7 +175,10 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             timeout=args.timeout,
             level=args.level,
             stream=err,
+            predict=predict,
         )
+    except CudaToolMissing as error:
+        raise CliError(str(error)) from None
     except NoDevice as error:  # CUDA without a GPU: one line, exit 0, no plan (docs/cuda.md)
         print(f"dcmlir: {error}; no plan written", file=err)
         return 0
@@ -181,14 +203,15 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             " as IREE does",
             file=out,
         )
+    mark = f"{PREDICTED_MARK} " if report.plan.predicted else ""
     for line in report.lines():
-        print(line, file=out)
+        print(f"{mark}{line}", file=out)
     for line in skipped_lines(report.skipped, args.verbose):
         print(line, file=err)
     for line in report.model_lines():
-        print(line, file=out)
+        print(f"{mark}{line}", file=out)
     graph = f"; workload graph in {report.graph_path}" if report.graph_path else ""
-    print(f"plan written to {args.output} ({report.seconds:.0f} s){graph}", file=out)
+    print(f"{mark}plan written to {args.output} ({report.seconds:.0f} s){graph}", file=out)
     return 0
 
 
@@ -210,9 +233,12 @@ def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except TuneError as error:
         raise user_error(str(error)) from None
     size = Path(args.output).stat().st_size
+    predicted = Plan.load(args.plan).predicted
     print(
-        f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"
-        + (f"; MLIR in {args.emit_mlir}" if args.emit_mlir else ""),
+        (f"{PREDICTED_MARK} " if predicted else "")
+        + f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"
+        + (f"; MLIR in {args.emit_mlir}" if args.emit_mlir else "")
+        + ("; kernels chosen by the offline model, not timed" if predicted else ""),
         file=out,
     )
     return 0

@@ -59,8 +59,12 @@ class Plan:
     iree_version: str = field(default_factory=_iree_version)
     dcmlir_version: str = field(default_factory=_dcmlir_version)
     level: str = "input"
+    predicted: bool = False
+    """Kernels chosen by the offline model (no GPU timed them): ``"predicted": true``."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.predicted, bool):
+            raise ValueError(f"predicted={self.predicted!r} must be true or false")
         if self.level not in LEVELS:
             raise ValueError(f"level '{self.level}' is not one of {', '.join(LEVELS)}")
         keys = [w.key for w in self.workloads]
@@ -81,7 +85,7 @@ class Plan:
 
     # -- JSON ------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "format": PLAN_FORMAT,
             "source": self.source,
             "target_key": self.target_key,
@@ -89,8 +93,11 @@ class Plan:
             "iree_version": self.iree_version,
             "dcmlir_version": self.dcmlir_version,
             "level": self.level,
-            "workloads": [w.to_json() for w in self.workloads],
         }
+        if self.predicted:
+            found["predicted"] = True
+        found["workloads"] = [w.to_json() for w in self.workloads]
+        return found
 
     @classmethod
     def from_json(cls, obj: Any, origin: str = "<json>") -> Plan:
@@ -128,6 +135,7 @@ class Plan:
             iree_version=get_field(obj, "iree_version", str, "plan"),
             dcmlir_version=get_field(obj, "dcmlir_version", str, "plan"),
             level=get_field(obj, "level", str, "plan") if "level" in obj else "input",
+            predicted=get_field(obj, "predicted", bool, "plan") if "predicted" in obj else False,
         )
 
     def dumps(self) -> str:

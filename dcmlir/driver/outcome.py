@@ -60,7 +60,9 @@ class TuneReport:
         if self.graph is None:
             return []
         lines = [f"level: {self.level} ({self.level_reason})", self.graph.summary()]
-        if self.probes:
+        if self.plan.predicted:
+            lines.append("where model time goes, by FLOPs (a predicted plan times nothing):")
+        elif self.probes:
             lines.append(
                 "where model time goes, IREE's default per call averaged over the range "
                 f"(from {self.probes} probe measurements); the budget follows the shares:"
@@ -81,6 +83,8 @@ class TuneReport:
 
     def lines(self) -> list[str]:
         """Per workload: its kernels and tree, and its measurements against exhaustive tuning."""
+        if self.plan.predicted:
+            return self._predicted_lines()
         out = []
         for item in self.workloads:
             search, plan = item.search, item.plan
@@ -96,4 +100,25 @@ class TuneReport:
             for index, kernel in enumerate(plan.kernels):
                 shapes = sum(1 for s in plan.shapes if s.kernel == index)
                 out.append(f"  kernel {index}: {kernel.candidate_key} ({shapes} shapes)")
+        return out
+
+    def _predicted_lines(self) -> list[str]:
+        """Per workload of a predicted plan: its kernels, where each is chosen, its time there."""
+        out = []
+        for item in self.workloads:
+            plan, search = item.plan, item.search
+            out.append(
+                f"{item.workload.kind} key={item.workload.key} range {plan.describe_range()}: "
+                f"{len(plan.kernels)} kernels, tree depth {plan.tree.depth} "
+                f"(accuracy {plan.report.accuracy:.0%}), 0 measurements: the offline model "
+                f"over {len(search.candidates)} built candidates x {len(search.shapes)} shapes"
+            )
+            for index, kernel in enumerate(plan.kernels):
+                mine = [s for s in plan.shapes if s.kernel == index]
+                where = (
+                    f", e.g. {list(mine[-1].dims)}: {mine[-1].predicted * 1e6:.1f} us"
+                    if mine
+                    else ""
+                )
+                out.append(f"  kernel {index}: {kernel.candidate_key} ({len(mine)} shapes{where})")
         return out

@@ -21,8 +21,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.loading import TuneError, check_writable, load_model
+from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.roles import (
     BuilderFactory,
@@ -44,8 +46,8 @@ from dcmlir.search.model_graph import (
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
-from dcmlir.space import DefaultCandidate, workload_space
-from dcmlir.target import Target, target_from_name
+from dcmlir.space import Candidate, DefaultCandidate, workload_space
+from dcmlir.target import CudaTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
 PROBES_FROM = 2 * len(PROBE_FRACTIONS)
@@ -80,6 +82,7 @@ def tune(
     database: RecordDatabase | DatabaseFactory | None = None,
     cost_model: CostModelFactory | None = None,
     search: SearchSettings | None = None,
+    predict: bool | None = None,
 ) -> TuneReport:
     """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
@@ -93,6 +96,10 @@ def tune(
     ``level``: ``input``, ``global-optimization`` or ``auto`` (see
     :mod:`dcmlir.driver.loading`). The model's workload graph is saved beside
     the plan (``plan.graph.json``).
+
+    ``predict``: plan a CUDA target from the offline model (:mod:`dcmlir.driver.offline`)
+    instead of timing; None: do so where no GPU is here and ptxas is installed. The plan
+    then says ``"predicted": true``.
 
     ``builder``, ``runner``, ``database``, ``cost_model`` and ``search``: the roles
     (:class:`~dcmlir.driver.roles.Roles`); each one not given is the one in scope,
@@ -111,6 +118,37 @@ def tune(
             [],
             time.perf_counter() - start,
             model.skipped,
+            level=model.level,
+            level_reason=model.level_reason,
+            graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
+        )
+    if offline_wanted(target_object, predict):
+        if not isinstance(target_object, CudaTarget):
+            raise TuneError(f"a predicted plan is for CUDA targets, not {target_object.backend}")
+        settings = search or SearchSettings(max_kernels=max_kernels, seed=seed)
+        reports = []
+        for workload in found:
+            try:
+                result = predicted_search(workload, target_object, settings, stream)
+            except ValueError as err:
+                raise TuneError(str(err)) from None
+            reports.append(
+                WorkloadReport(workload, result, workload_plan(result, max_depth, route))
+            )
+        model.graph.estimate(lambda w: {})
+        plan = Plan(
+            target_object,
+            Path(str(input)).name,
+            tuple(r.plan for r in reports),
+            level=model.level,
+            predicted=True,
+        )
+        return TuneReport(
+            plan,
+            reports,
+            time.perf_counter() - start,
+            model.skipped,
+            graph=model.graph,
             level=model.level,
             level_reason=model.level_reason,
             graph_path=_save_plan(plan, model.graph, output, db) if output is not None else None,
@@ -156,7 +194,7 @@ def tune(
                 workload,
                 measurer,
                 roles.model(workload, target_object, measurer, seed, route),
-                workload_space(target_object, workload),
+                _space_of(target_object, workload),
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),
@@ -191,6 +229,15 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _space_of(target: Target, workload: Workload) -> list[Candidate]:
+    """The workload's space; on CUDA with the real figures cached for it (limits, occupancy)."""
+    space = workload_space(target, workload)
+    if not isinstance(target, CudaTarget):
+        return space
+    real = with_cached_figures(workload, target, space)
+    return [c for c in real if not c.problems(target)]
 
 
 def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:

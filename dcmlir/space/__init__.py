@@ -17,6 +17,7 @@ from dcmlir.space.candidate import (
 )
 from dcmlir.space.cpu import CPU_REFERENCE_DEPTH, CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
+from dcmlir.space.cuda_mma import CudaMmaCandidate, cuda_mma_space, mma_problem
 from dcmlir.space.kinds import (
     Candidate,
     candidate_from_json,
@@ -41,6 +42,7 @@ __all__ = [
     "CandidateError",
     "CpuCandidate",
     "CudaCandidate",
+    "CudaMmaCandidate",
     "DataTiledCandidate",
     "DefaultCandidate",
     "PackedCandidate",
@@ -49,8 +51,10 @@ __all__ = [
     "candidate_from_key",
     "codegen_order",
     "cpu_space",
+    "cuda_mma_space",
     "cuda_space",
     "data_tiling_problem",
+    "mma_problem",
     "packed_space",
     "packing_problem",
     "per_loop",

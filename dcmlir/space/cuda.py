@@ -8,9 +8,10 @@ menu below within the target's threads, shared memory and registers
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dcmlir.space.candidate import (
@@ -26,12 +27,15 @@ from dcmlir.space.candidate import (
     level_list,
     per_loop,
 )
+from dcmlir.space.occupancy import KernelFigures, occupancy
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
 
 __all__ = [
     "CudaCandidate",
     "cuda_space",
+    "element_bytes_of",
+    "gpu_limit_problems",
 ]
 
 CUDA_SUBGROUP_SIZE = 32
@@ -45,6 +49,39 @@ CUDA_WORKGROUP_AREAS = (1024, 2048, 4096)
 CUDA_REDUCTION_K = (8, 16, 32)
 CUDA_REGISTER_OVERHEAD = 16
 """Registers a thread needs besides its tiles: indices, addresses, loop counters."""
+_TYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def element_bytes_of(workload: Workload) -> int:
+    """Bytes of one input element: what a promoted tile holds in shared memory."""
+    return _TYPE_BYTES.get(workload.element_types[0], ELEMENT_BYTES)
+
+
+def gpu_limit_problems(
+    target: CudaTarget, threads: int, registers: int, smem: int, measured: bool
+) -> list[str]:
+    """The target's limits for a kernel of these resources (``measured``: read by ptxas)."""
+    found = []
+    if threads % target.warp_size:
+        found.append(f"{threads} threads is not a multiple of the warp size {target.warp_size}")
+    if threads > target.max_threads_per_block:
+        found.append(f"{threads} threads exceeds {target.max_threads_per_block} per block")
+    if smem > target.smem_per_block_bytes:
+        found.append(
+            f"promoted tiles take {smem} bytes of shared memory, "
+            f"more than {target.smem_per_block_bytes} per block"
+        )
+    about = "" if measured else "about "
+    if registers > target.max_registers_per_thread:
+        found.append(
+            f"{about}{registers} registers per thread, more than {target.max_registers_per_thread}"
+        )
+    elif not found and occupancy(target, threads, registers, smem).blocks_per_sm == 0:
+        found.append(
+            f"{about}{registers} registers x {threads} threads do not fit the "
+            f"{target.registers_per_block} registers of a block (256 per warp allocation)"
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -68,6 +105,10 @@ class CudaCandidate(TiledCandidate):
     reduction_k: int
     promote: bool = False
     stated_workgroup_size: tuple[int, int, int] | None = None
+    element_bytes: int = field(default=ELEMENT_BYTES, compare=False)
+    """Bytes of an input element (2 for f16/bf16): set by :meth:`for_workload`."""
+    figures: KernelFigures | None = field(default=None, compare=False, repr=False)
+    """Real resources from a build (``dcmlir inspect``); None: the estimates."""
 
     def __post_init__(self) -> None:
         check_sizes(self, ("workgroup_m", "workgroup_n", "thread_m", "thread_n", "reduction_k"))
@@ -102,15 +143,28 @@ class CudaCandidate(TiledCandidate):
         """Derived from the tiles: TileAndFuse maps the thread grid onto x."""
         return (self.threads, 1, 1)
 
+    def for_workload(self, workload: Workload) -> CudaCandidate:
+        """This candidate with the workload's element size (same key, same kernel config)."""
+        return dataclasses.replace(self, element_bytes=element_bytes_of(workload))
+
+    def with_figures(self, figures: KernelFigures | None) -> CudaCandidate:
+        """This candidate with a build's real resources (same key)."""
+        return dataclasses.replace(self, figures=figures)
+
     def smem_bytes(self) -> int:
-        """Shared memory with promotion: an A tile ``wm x k`` and a B tile ``k x wn``."""
+        """Shared memory: the build's, else promotion's A tile ``wm x k`` and B tile ``k x wn``."""
+        if self.figures is not None:
+            return self.figures.smem_bytes
         if not self.promote:
             return 0
         tiles = self.workgroup_m * self.reduction_k + self.reduction_k * self.workgroup_n
-        return tiles * ELEMENT_BYTES
+        return tiles * self.element_bytes
 
     def registers_per_thread(self) -> int:
-        """Upper estimate: accumulators, the thread's A and B slices of one K step, overhead."""
+        """ptxas's count when built, else an estimate: accumulators, one K step's A and B
+        slices, overhead (not a bound: ptxas exceeds it for a few candidates)."""
+        if self.figures is not None:
+            return self.figures.registers
         accumulators = self.thread_m * self.thread_n
         operands = self.reduction_k * (self.thread_m + self.thread_n)
         return accumulators + operands + CUDA_REGISTER_OVERHEAD
@@ -140,32 +194,14 @@ class CudaCandidate(TiledCandidate):
 
     def _limit_problems(self, target: CudaTarget) -> list[str]:
         found = []
-        threads = self.threads
         if target.warp_size != CUDA_SUBGROUP_SIZE:
             found.append(
                 f"renders subgroup_size {CUDA_SUBGROUP_SIZE}, target warp is {target.warp_size}"
             )
-        if threads % target.warp_size:
-            found.append(f"{threads} threads is not a multiple of the warp size {target.warp_size}")
-        if threads > target.max_threads_per_block:
-            found.append(f"{threads} threads exceeds {target.max_threads_per_block} per block")
-        if self.smem_bytes() > target.smem_per_block_bytes:
-            found.append(
-                f"promoted tiles take {self.smem_bytes()} bytes of shared memory, "
-                f"more than {target.smem_per_block_bytes} per block"
-            )
-        registers = self.registers_per_thread()
-        if registers > target.max_registers_per_thread:
-            found.append(
-                f"about {registers} registers per thread, "
-                f"more than {target.max_registers_per_thread}"
-            )
-        if registers * threads > target.registers_per_block:
-            found.append(
-                f"about {registers * threads} registers per block, "
-                f"more than {target.registers_per_block}"
-            )
-        return found
+        registers, measured = self.registers_per_thread(), self.figures is not None
+        return found + gpu_limit_problems(
+            target, self.threads, registers, self.smem_bytes(), measured
+        )
 
     def levels(self, workload: Workload) -> TileLevels:
         return TileLevels(
@@ -203,7 +239,7 @@ class CudaCandidate(TiledCandidate):
         """Shape-independent numbers for the throughput model; occupancy given a target."""
         wm, wn, k = self.workgroup_m, self.workgroup_n, self.reduction_k
         step_flops = 2 * wm * wn * k
-        step_bytes = (wm * k + k * wn) * ELEMENT_BYTES
+        step_bytes = (wm * k + k * wn) * self.element_bytes
         threads = self.threads
         found = {
             "is_default": 0.0,
@@ -219,6 +255,7 @@ class CudaCandidate(TiledCandidate):
             "warps": threads / CUDA_SUBGROUP_SIZE,
             "smem_bytes": float(self.smem_bytes()),
             "registers_per_thread": float(self.registers_per_thread()),
+            "spill_bytes": float(self.figures.spill_bytes if self.figures else 0),
             "step_flops": float(step_flops),
             "step_bytes": float(step_bytes),
             "intensity": step_flops / step_bytes,
@@ -229,12 +266,9 @@ class CudaCandidate(TiledCandidate):
         return found
 
     def blocks_per_sm(self, target: CudaTarget) -> int:
-        """Resident blocks per SM by threads, shared memory and registers (the tightest)."""
-        by_threads = target.max_threads_per_sm // self.threads
-        by_registers = target.registers_per_block // (self.registers_per_thread() * self.threads)
-        smem = self.smem_bytes()
-        by_smem = target.smem_per_sm_bytes // smem if smem else by_threads
-        return max(0, min(by_threads, by_registers, by_smem))
+        """Resident blocks per SM by NVIDIA's allocation rules (:mod:`dcmlir.space.occupancy`)."""
+        registers, smem = self.registers_per_thread(), self.smem_bytes()
+        return occupancy(target, self.threads, registers, smem).blocks_per_sm
 
     def to_json(self) -> dict[str, Any]:
         stated = self.stated_workgroup_size

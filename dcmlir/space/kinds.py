@@ -14,6 +14,7 @@ from typing import Any
 from dcmlir.space.candidate import DefaultCandidate
 from dcmlir.space.cpu import CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
+from dcmlir.space.cuda_mma import CudaMmaCandidate, cuda_mma_space, mma_problem
 from dcmlir.space.packed import (
     DataTiledCandidate,
     PackedCandidate,
@@ -33,7 +34,14 @@ __all__ = [
     "workload_space",
 ]
 
-Candidate = DefaultCandidate | CpuCandidate | CudaCandidate | PackedCandidate | DataTiledCandidate
+Candidate = (
+    DefaultCandidate
+    | CpuCandidate
+    | CudaCandidate
+    | CudaMmaCandidate
+    | PackedCandidate
+    | DataTiledCandidate
+)
 
 
 def space_for(target: Target) -> list[Candidate]:
@@ -51,12 +59,26 @@ def workload_space(target: Target, workload: Workload) -> list[Candidate]:
     own data tiling is its widest member), else IREE's data tiling where it applies
     (:func:`data_tiling_problem`)."""
     space = space_for(target)
+    if isinstance(target, CudaTarget):
+        return cuda_workload_space(target, workload)
     if not isinstance(target, CpuTarget):
         return space
     if packing_problem(workload) is None:
         space += [*packed_space(target), DataTiledCandidate()]
     elif data_tiling_problem(workload) is None:
         space.append(DataTiledCandidate())
+    return space
+
+
+def cuda_workload_space(target: CudaTarget, workload: Workload) -> list[Candidate]:
+    """The CUDA space at the workload's element size (f16/bf16 tiles take half the shared
+    memory), then the tensor-core family where :func:`mma_problem` allows it."""
+    space: list[Candidate] = [DefaultCandidate()]
+    for candidate in cuda_space(target)[1:]:
+        if isinstance(candidate, CudaCandidate):
+            space.append(candidate.for_workload(workload))
+    if mma_problem(workload) is None:
+        space += cuda_mma_space(target)
     return space
 
 
@@ -84,11 +106,14 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         if values.get("stated_workgroup_size") is not None:
             values["stated_workgroup_size"] = tuple(values["stated_workgroup_size"])
         return _from_json_fields(CudaCandidate, values)
+    if kind == CudaMmaCandidate.kind:
+        return _from_json_fields(CudaMmaCandidate, obj)
     raise ValueError(f"unknown candidate kind {kind!r} in JSON")
 
 
 _CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
 _PACKED_KEY = re.compile(r"^packed:m(\d+)n(\d+)k(\d+)$")
+_CUDA_MMA_KEY = re.compile(r"^cuda-mma:wg(\d+)x(\d+):s(\d+)x(\d+):k(\d+)$")
 _CUDA_KEY = re.compile(r"^cuda:wg(\d+)x(\d+):t(\d+)x(\d+):k(\d+)(:p)?(?::ws(\d+)x(\d+)x(\d+))?$")
 
 
@@ -106,6 +131,9 @@ def candidate_from_key(key: str) -> Candidate:
     found = _PACKED_KEY.match(key)
     if found:
         return PackedCandidate(*(int(v) for v in found.groups()))
+    found = _CUDA_MMA_KEY.match(key)
+    if found:
+        return CudaMmaCandidate(*(int(v) for v in found.groups()))
     found = _CUDA_KEY.match(key)
     if found:
         wm, wn, tm, tn, k, promote, *size = found.groups()
@@ -115,7 +143,7 @@ def candidate_from_key(key: str) -> Candidate:
         )
     raise ValueError(
         f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
-        "cuda:wg32x64:t4x4:k8:p, packed:m4n16k1)"
+        "cuda:wg32x64:t4x4:k8:p, cuda-mma:wg64x64:s2x4:k8, packed:m4n16k1)"
     )
 
 
