@@ -17,6 +17,12 @@ def _annotate_ranges() -> type[ModulePass]:
     return AnnotateRangesPass
 
 
+def _drop_unit_batch() -> type[ModulePass]:
+    from dcmlir.passes.drop_unit_batch import DropUnitBatchPass
+
+    return DropUnitBatchPass
+
+
 def _emit_dispatch() -> type[ModulePass]:
     from dcmlir.passes.emit_dispatch import EmitDispatchPass
 
@@ -45,6 +51,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every dcmlir pass by name, loaded on first use."""
     return {
         "dcmlir-annotate-ranges": _annotate_ranges,
+        "dcmlir-drop-unit-batch": _drop_unit_batch,
         "dcmlir-emit-dispatch": _emit_dispatch,
         "dcmlir-list-workloads": _list_workloads,
         "dcmlir-microkernel-tile": _microkernel_tile,

@@ -73,7 +73,7 @@ def test_unknown_pass_lists_the_available_ones(write_mlir) -> None:
         "dcmlir-opt: error: unknown pass or bad pipeline element 'dcmlir-tile-everything'"
     )
     assert (
-        "dcmlir-annotate-ranges, dcmlir-emit-dispatch, dcmlir-list-workloads, "
+        "dcmlir-annotate-ranges, dcmlir-drop-unit-batch, dcmlir-emit-dispatch, dcmlir-list-workloads, "
         "dcmlir-microkernel-tile" in err
     )
     assert len(err.strip().splitlines()) == 1

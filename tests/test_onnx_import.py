@@ -182,6 +182,9 @@ def test_hf_export_imports_tunes_compiles_and_matches_onnxruntime(
     assert source is not None and source.vocab == 100  # token ids index the 100-row table
     assert "util.func public @main(%arg0: tensor<1x?xi64>) -> tensor<1x?x64xf32>" in text
     assert parameters_for(module, text) is not None  # the weights went to the .irpa
+    # MatMul by a weight (a unit-batch batch_matmul from IREE's importer) is a matmul now
+    batched = [line for line in text.splitlines() if "linalg.batch_matmul" in line]
+    assert "linalg.matmul" in text and not any("ins(%" in b and ": tensor<1x" in b for b in batched)
     plan = tmp_path / "plan.json"
     tune = ["tune", str(module), "--db", str(tmp_path / "r.jsonl"), "-o", str(plan)]
     code, out, err = run(capsys, *tune, *QUICK_TUNE)

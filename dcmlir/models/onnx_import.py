@@ -14,7 +14,9 @@ Needs the ``onnx`` package (the ``dcmlir[bench]`` extra). The steps, each for a 
    the function's arguments (``torch.bind_symbolic_shape``), as the FX importer
    writes a ``torch.export.Dim``; IREE's input conversion
    (:func:`~dcmlir.models.input_conversion.lower_to_linalg`) makes it the same
-   ``util.assume.int`` a torch-imported module has, so ``dcmlir tune`` reads the range.
+   ``util.assume.int`` a torch-imported module has, so ``dcmlir tune`` reads the range;
+5. ``MatMul`` of ``[1, T, K]`` by a weight, a unit-batch ``linalg.batch_matmul`` there,
+   becomes the ``linalg.matmul`` torch's import gives (``dcmlir-drop-unit-batch``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from dcmlir.ir.mlir import ir, onnx_importers
+from dcmlir.ir.mlir import ir, onnx_importers, passmanager
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES
 from dcmlir.models.input_conversion import ConversionError, ImportedModel, lower_to_linalg
 from dcmlir.models.onnx_source import OnnxSource, file_sha256
+from dcmlir.passes.drop_unit_batch import drop_unit_batch
 
 __all__ = [
     "DEFAULT_RANGE",
@@ -295,5 +298,17 @@ def import_onnx(
             text = lower_to_linalg(text)
         except ConversionError as err:
             raise OnnxImportError(str(err)) from None
+        text = _matmuls_without_unit_batch(text)
     source = OnnxSource(str(Path(path).resolve()), file_sha256(path), chosen, token_rows(model))
     return ImportedModel(f"{source.header()}\n{text}", weights, arrays, func_name), chosen
+
+
+def _matmuls_without_unit_batch(text: str) -> str:
+    """ONNX ``MatMul`` of ``[1, T, K]`` by a weight: a ``linalg.matmul``, as torch's import
+    gives it (``dcmlir-drop-unit-batch``), so the packed family and data tiling apply."""
+    with ir.Context():
+        module = ir.Module.parse(text)
+        if not drop_unit_batch(module.operation):
+            return text
+        passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+        return str(module)
