@@ -40,7 +40,7 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.evidence import DOUBT_NEAR, doubt_table
+from dcmlir.search.evidence import doubt_table
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
@@ -347,15 +347,12 @@ class ShapeGenericSearch:
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
         a kernel still unproven where it was chosen is ruled out there (IREE's default, or
-        a proven kernel, takes the shapes) and the rest is selected again. No kernel can
-        keep an octave it was never measured in, so those are ruled out first (else one
-        selection per handful of kernels: minutes on a range of 20 octaves)."""
-        estimate = np.where(self.doubt() > DOUBT_NEAR, math.inf, estimate)
+        a proven kernel, takes the shapes) and the rest is selected again."""
+        estimate = estimate.copy()
         while True:
             kernels, choice = self.select(estimate)
             unproven = self._unproven(kernels, choice)
-            changed = any(np.isfinite(estimate[rows, column]).any() for column, _, rows in unproven)
-            if not changed:  # every candidate is infinite there (all failed): nothing to rule out
+            if not unproven:
                 return kernels, choice
             for column, _, rows in unproven:
                 estimate[rows, column] = math.inf
