@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
 
 import numpy as np
 
 from dcmlir.cost_model import pad_tiles
-from dcmlir.search.evidence import octave
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 from dcmlir.workload import Workload
@@ -47,7 +45,6 @@ class RemainderClasses:
         self.masks = np.array(
             [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
         ).reshape(len(shapes), len(candidates))
-        self.octaves = [octave(shape) for shape in shapes]
 
     def penalties(self, residual: dict[int, Points]) -> Penalties:
         """What each class costs, from the candidates measured both in it and in none.
@@ -107,51 +104,32 @@ class RemainderClasses:
         return correction
 
     def unproven(
-        self,
-        regions: dict[int, list[int]],
-        measured_rows: Callable[[int], set[int]],
-        structural: AbstractSet[int] = frozenset(),
-    ) -> list[tuple[int, int, list[int]]]:
-        """(column, row to measure, the rows it proves) that would prove each chosen
-        kernel where it is chosen.
+        self, regions: dict[int, list[int]], measured_rows: Callable[[int], set[int]]
+    ) -> list[tuple[int, int]]:
+        """(column, row) pairs that would prove each chosen kernel where it is chosen.
 
         ``regions``: each chosen kernel's column -> the shape rows it is chosen for. A
-        kernel is measured once in each octave of its region (:func:`octave`) and once
-        per class in it that no measurement of it covers (one with at least those
-        remainders): one measurement says little about shapes 8x away (records: a kernel
-        measured at T = 63 only was chosen for T = 3..48 and ran 2-4x slower than the best
-        there), a remainder can cost 10x what the model says, and no kernel keeps shapes
-        without evidence of what they cost it (IREE's default is the floor). A
-        ``structural`` column (its time fitted on its tile rows, not by the model) needs one
-        measurement in its region, not one per octave.
+        kernel chosen for a region on estimates alone is measured there once; and once
+        per class in its region that no measurement of it covers (one with at least
+        those remainders): a remainder can cost 10x what the model says, and no kernel
+        keeps shapes without evidence of what they cost it (IREE's default is the floor).
         """
-        pairs: list[tuple[int, int, list[int]]] = []
+        pairs: list[tuple[int, int]] = []
         for column, region in regions.items():
             if not region:
                 continue
             measured = measured_rows(column)
-            proven: list[int] = []
-            groups = [sorted(region)] if column in structural else self._octaves(region)
-            for group in groups:
-                if measured.intersection(group):
-                    proven += group
-                else:
-                    pairs.append((column, group[len(group) // 2], group))
+            if not measured.intersection(region):
+                pairs.append((column, region[len(region) // 2]))
+                continue
             covered = {int(self.masks[row, column]) for row in measured}
             needed: dict[int, list[int]] = {}
-            for row in proven:
+            for row in region:
                 mask = int(self.masks[row, column])
                 if not any(m & mask == mask for m in covered):
                     needed.setdefault(mask, []).append(row)
-            pairs += [(column, rows[len(rows) // 2], rows) for rows in needed.values()]
+            pairs += [(column, rows[len(rows) // 2]) for rows in needed.values()]
         return pairs
-
-    def _octaves(self, rows: list[int]) -> list[list[int]]:
-        """``rows`` grouped by the octave of their shape, in order."""
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for row in sorted(rows):
-            groups.setdefault(self.octaves[row], []).append(row)
-        return list(groups.values())
 
 
 def _dynamic_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:

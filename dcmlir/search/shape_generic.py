@@ -40,11 +40,10 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.evidence import doubt_table
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
-from dcmlir.shapes import Shape, coarse_to_fine
+from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
 
@@ -167,11 +166,6 @@ class ShapeGenericSearch:
         self.candidates = list(candidates)
         self.keys = [c.key() for c in self.candidates]
         self.rows = PackedRows(workload, self.candidates)  # the packed family's estimates
-        self.structural = {  # estimated without the model: IREE's default, the packed rows
-            column
-            for column, candidate in enumerate(self.candidates)
-            if isinstance(candidate, DefaultCandidate) or self.rows.tile(candidate) is not None
-        }
         self.settings = settings or SearchSettings()
         self.stream = stream if stream is not None else sys.stderr
         self.shapes = (
@@ -234,17 +228,11 @@ class ShapeGenericSearch:
                 continue
             if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
                 observed.append((row, column, math.log(seconds / predicted[row, column])))
-        estimate = predicted * self._interpolate([(row, v) for row, _, v in observed])[:, None]
+        by_shape = self._interpolate([(row, value) for row, _, value in observed])
         residual: dict[int, list[tuple[int, float]]] = {}
-        for column in sorted({column for _, column, _ in observed}):
-            # the shape correction of a measured candidate leaves its own points out: a
-            # shape only it measured would otherwise take its ratio (a remainder's 1.7x)
-            # and leave it none, and its neighbours the exact fits' ratio of the others
-            others = self._interpolate([(row, v) for row, c, v in observed if c != column])
-            residual[column] = [
-                (row, v - math.log(others[row])) for row, c, v in observed if c == column
-            ]
-            estimate[:, column] = predicted[:, column] * others
+        for row, column, value in observed:
+            residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
+        estimate = predicted * by_shape[:, None]
         penalties = self.remainders.penalties(residual)
         for column, points in residual.items():
             estimate[:, column] *= self.remainders.correction(
@@ -287,18 +275,8 @@ class ShapeGenericSearch:
         return kernel_families(self.candidates)
 
     def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
-        """The kernels (columns) and each shape's pick (see :mod:`dcmlir.search.selection`),
-        on the pessimistic side of each estimate (:meth:`doubt`)."""
-        return select_kernels(estimate * self.doubt(), self.shapes, self.candidates, self.settings)
-
-    def doubt(self) -> np.ndarray:
-        """:func:`~dcmlir.search.evidence.doubt_table` of the measurements so far. Selecting
-        on ``estimate * doubt`` keeps a measured kernel until an unmeasured one is estimated
-        faster by more than the estimate's error; verification measures the pairs whose
-        plain estimate beats the choice, so doubt moves the budget to them. None for IREE's
-        default (the floor) and kernels fitted on their tile rows (:mod:`.packed_rows`)."""
-        measured = {column: sorted(self._measured_rows(column)) for column in range(len(self.keys))}
-        return doubt_table(self.shapes, len(self.candidates), measured, self.structural)
+        """The kernels (columns) and each shape's pick: see :mod:`dcmlir.search.selection`."""
+        return select_kernels(estimate, self.shapes, self.candidates, self.settings)
 
     # -- verifying ---------------------------------------------------------------------------
     def verification_pairs(
@@ -306,15 +284,13 @@ class ShapeGenericSearch:
     ) -> list[tuple[Candidate, Shape]]:
         """Unmeasured pairs worth a measurement, most useful first, at most ``limit``."""
         wanted: list[tuple[int, Shape]] = []
-        pessimistic = estimate * self.doubt()
-        order = coarse_to_fine(self.shapes)
         # 1. each shape's choice, spread coarse-to-fine over the range
-        for shape in order:
+        for shape in _coarse_to_fine(self.shapes):
             wanted.append((kernels[choice[shape]], shape))
         # 2. close contenders among the chosen kernels, and the model's favourite overall
-        for shape in order:
+        for shape in _coarse_to_fine(self.shapes):
             row = self.shape_index[shape]
-            best = pessimistic[row, kernels[choice[shape]]]
+            best = estimate[row, kernels[choice[shape]]]
             for column in kernels:
                 if column != kernels[choice[shape]] and estimate[row, column] <= best * (
                     1 + self.settings.contender_margin
@@ -323,12 +299,6 @@ class ShapeGenericSearch:
             favourite = int(np.argmin(estimate[row]))
             if estimate[row, favourite] < best * (1 - self.settings.contender_margin):
                 wanted.append((favourite, shape))
-        # 3. budget left: any candidate whose estimate is near enough to change the choice
-        for shape in order:
-            row = self.shape_index[shape]
-            best = pessimistic[row, kernels[choice[shape]]]
-            near = np.flatnonzero(estimate[row] <= best * (1 + 2 * self.settings.contender_margin))
-            wanted += [(int(c), shape) for c in near[np.argsort(estimate[row, near])]]
         pairs: list[tuple[Candidate, Shape]] = []
         seen: set[tuple[int, Shape]] = set()
         for column, shape in wanted:
@@ -354,27 +324,27 @@ class ShapeGenericSearch:
             unproven = self._unproven(kernels, choice)
             if not unproven:
                 return kernels, choice
-            for column, _, rows in unproven:
+            for candidate, shape in unproven:
+                column = self.keys.index(candidate.key())
+                rows = [self.shape_index[s] for s, k in choice.items() if kernels[k] == column]
+                if self._measured_rows(column).intersection(rows):  # a remainder unproven
+                    mask = self.remainders.masks[self.shape_index[shape], column]
+                    rows = [row for row in rows if self.remainders.masks[row, column] == mask]
                 estimate[rows, column] = math.inf
 
     def _unproven(
         self, kernels: list[int], choice: dict[Shape, int]
-    ) -> list[tuple[int, Shape, list[int]]]:
-        """(column, shape to measure, rows it proves) each chosen kernel lacks where it is
-        chosen (see :meth:`RemainderClasses.unproven`), not yet measured."""
+    ) -> list[tuple[Candidate, Shape]]:
+        """Measurements each chosen kernel lacks where it is chosen (see
+        :meth:`RemainderClasses.unproven`), not yet measured."""
         regions = {
             column: [self.shape_index[shape] for shape, k in choice.items() if k == position]
             for position, column in enumerate(kernels)
             if not isinstance(self.candidates[column], DefaultCandidate)
         }
-        wanted = self.remainders.unproven(regions, self._measured_rows, self.structural)
-        found = [(column, self.shapes[row], rows) for column, row, rows in wanted]
-        return [(c, s, rows) for c, s, rows in found if (self.keys[c], s) not in self.measured]
-
-    def _unproven_pairs(
-        self, kernels: list[int], choice: dict[Shape, int]
-    ) -> list[tuple[Candidate, Shape]]:
-        return [(self.candidates[c], s) for c, s, _ in self._unproven(kernels, choice)]
+        wanted = self.remainders.unproven(regions, self._measured_rows)
+        pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
+        return [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
 
     def _measured_rows(self, column: int) -> set[int]:
         key = self.keys[column]
@@ -420,7 +390,7 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self._reserve()
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
-            pairs = self._unproven_pairs(kernels, choice) or self.verification_pairs(
+            pairs = self._unproven(kernels, choice) or self.verification_pairs(
                 estimate, kernels, choice, min(limit, remaining)
             )
             if not pairs:
@@ -479,6 +449,28 @@ class ShapeGenericSearch:
 
     def _picked(self, candidate: Candidate) -> Shape:
         return tuple(self._cherry_pick(self.workload, candidate, self.shapes))
+
+
+def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
+    """Ends first, then midpoints of ever smaller intervals (a van der Corput order)."""
+    count = len(shapes)
+    if count <= 2:
+        return list(shapes)
+    order = [0, count - 1]
+    seen = set(order)
+    step = count - 1
+    while len(order) < count and step > 1:
+        half = step / 2
+        position = half
+        while position < count - 1:
+            index = round(position)
+            if index not in seen:
+                seen.add(index)
+                order.append(index)
+            position += step
+        step = half
+    order += [i for i in range(count) if i not in seen]
+    return [shapes[i] for i in order]
 
 
 def _geomean(values: Sequence[float]) -> float:
