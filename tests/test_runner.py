@@ -156,7 +156,7 @@ def test_a_crashing_worker_fails_one_variant_and_is_restarted(
             loading and checking alone can take longer than any fixed delay.
             """
             if command == "sample" and not killer:
-                pid = runner._worker.process.pid  # type: ignore[union-attr]
+                (pid,) = runner.processes().values()
                 killer.append(threading.Timer(0.2, os.kill, (pid, signal.SIGKILL)))
                 killer[0].start()
             return request(timing, command, variant, argument)

@@ -18,7 +18,7 @@ from dcmlir.bench import (
 from dcmlir.measure.loop import NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.shapes import SHAPES_GRAMMAR
-from dcmlir.tools.common import CliError, seconds, shapes_option, user_error
+from dcmlir.tools.common import CliError, add_threads_option, seconds, shapes_option, user_error
 
 BASELINE_HELP = "; ".join(f"{name}: {text}" for name, text in BASELINES.items())
 
@@ -63,6 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(use one file per --device)",
     )
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    add_threads_option(parser)
     parser.add_argument(
         "--weights",
         choices=WEIGHT_MODES,
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         settings = BenchSettings(
             baselines=baselines,
             device=args.device,
+            threads=args.threads,
             min_time=args.min_time,
             rounds=args.rounds,
             buckets=tuple(_integers("--buckets", args.buckets)),

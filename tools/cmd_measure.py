@@ -7,6 +7,7 @@ then into a candidate x shape table on stdout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from typing import IO
 
@@ -17,8 +18,10 @@ from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import DatabaseError, RecordDatabase
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.space import DefaultCandidate, select_candidates, space_for, workload_space
-from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
+from dcmlir.target import CpuTarget, CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.tools.common import (
+    add_threads_option,
+    checked_threads,
     CliError,
     distinct_paths,
     list_workloads,
@@ -67,6 +70,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--route", default="config", choices=("config", "td"))
     parser.add_argument("--db", required=True, metavar="records.jsonl", help="records file")
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    add_threads_option(parser)
     parser.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=seconds, default=60.0, metavar="S", help="per request")
@@ -130,10 +134,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.rounds < 1:  # --min-time and --timeout are > 0 by their type (common.seconds)
         raise CliError("--rounds must be >= 1")
     distinct_paths({"INPUT": args.input, "--db": args.db})
+    checked_threads(args.device, args.threads)
     try:
         target = make_target(args)
     except ValueError as error:
         raise CliError(f"--target: {error}") from None
+    if args.threads is not None and isinstance(target, CpuTarget):  # records follow the threads
+        target = dataclasses.replace(target, threads=args.threads)
     if isinstance(target, CudaTarget) and args.route == "td":
         raise CliError(TD_ON_CUDA)
     source, text = read_input(args.input)
@@ -153,6 +160,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         MeasureSettings(min_time=args.min_time, rounds=args.rounds, warmup=args.min_time),
         driver=args.device,
         timeout=args.timeout,
+        threads=args.threads,
     )
     route = route_named(args.route)
     candidates = select_candidates(space_for(target), args.candidates)

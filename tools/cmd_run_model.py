@@ -19,10 +19,19 @@ from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver import TuneError, compile, compile_default
 from dcmlir.files import write_atomic
 from dcmlir.ir.iree import RuntimeFailure
+from dcmlir.measure.host import device_threads
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.target import Target
-from dcmlir.tools.common import PROG, CliError, read_input, seconds, sizes_option
+from dcmlir.tools.common import (
+    PROG,
+    CliError,
+    add_threads_option,
+    checked_threads,
+    read_input,
+    seconds,
+    sizes_option,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -75,6 +84,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=("local-sync", "local-task"),
         help="IREE runtime device (default: %(default)s, one thread)",
     )
+    add_threads_option(run)
     run.add_argument("--function", default="main", help="function to run (default: %(default)s)")
     run.add_argument(
         "--params", default=None, metavar="X.irpa", help="parameter archive (default: MODEL.irpa)"
@@ -129,6 +139,7 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
     peers = _peers(args.peers)
     if args.rounds < 1:  # --min-time is a finite number > 0 by its type (common.seconds)
         raise CliError("--rounds must be >= 1")
+    checked_threads(args.device, args.threads)
     source, text = read_input(args.model)
     try:
         parameters = parameters_for(args.model, text, args.params)
@@ -139,6 +150,11 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             else compile(args.model, plan=args.plan, stream=err).vmfb
         )
         target = _plan_backend(args.plan)
+        mismatch = Plan.load(args.plan).device_mismatch(
+            args.device, device_threads(args.device, args.threads)
+        )
+        if mismatch is not None:
+            print(f"{PROG}: warning: {mismatch}", file=err)
         default = (
             _read_vmfb(args.default_vmfb, "--default-vmfb")
             if args.default_vmfb
@@ -156,6 +172,7 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             parameters=parameters,
             reference=args.reference,
             device=args.device,
+            threads=args.threads,
             settings=settings,
             progress=lambda point: print(f"{PROG}: {point_label(point)}", file=err),
             peers=peers,

@@ -14,14 +14,18 @@ from dcmlir.dispatch import Plan
 from dcmlir.driver import TuneError, compile, tune
 from dcmlir.driver.offline import PREDICTED_MARK
 from dcmlir.ir.iree import cuda_device_available
+from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import TD_ON_CUDA, NoDevice
 from dcmlir.records import DatabaseError
 from dcmlir.search.model_graph import graph_path_for
 from dcmlir.target import CudaTarget
 from dcmlir.tools.common import (
     CliError,
+    add_threads_option,
+    checked_threads,
     distinct_paths,
     interrupted_status,
+    plan_device_warning,
     seconds,
     seed,
     user_error,
@@ -72,6 +76,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune.add_argument("--route", default="config", choices=("config", "td"))
     tune.add_argument("--seed", type=seed, default=0)
     tune.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
+    add_threads_option(tune)
     tune.add_argument("--min-time", type=seconds, default=0.03, metavar="S")
     tune.add_argument("--rounds", type=int, default=3)
     tune.add_argument("--timeout", type=seconds, default=60.0, metavar="S")
@@ -127,6 +132,7 @@ def _checked(args: argparse.Namespace) -> None:
         raise CliError("--arch applies to --target cuda only")
     if args.target == "cuda" and args.route == "td":
         raise CliError(TD_ON_CUDA)
+    checked_threads(args.device, args.threads)
     distinct_paths(
         {
             "INPUT": args.input,
@@ -170,6 +176,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             seed=args.seed,
             max_depth=args.max_depth,
             device=args.device,
+            threads=args.threads,
             min_time=args.min_time,
             rounds=args.rounds,
             timeout=args.timeout,
@@ -233,7 +240,11 @@ def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except TuneError as error:
         raise user_error(str(error)) from None
     size = Path(args.output).stat().st_size
-    predicted = Plan.load(args.plan).predicted
+    plan = Plan.load(args.plan)
+    predicted = plan.predicted
+    warning = plan_device_warning(plan.device, plan.threads, device_threads("local-task"))
+    if warning is not None:
+        print(warning, file=err)
     print(
         (f"{PREDICTED_MARK} " if predicted else "")
         + f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"

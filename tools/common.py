@@ -85,6 +85,46 @@ def seed(text: str) -> int:
     return value
 
 
+def thread_count(text: str) -> int:
+    """An argparse type for ``--threads``: a whole number of threads >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of threads") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' must be >= 1")
+    return value
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads N`` beside ``--device``: local-task's workers and the peers'."""
+    parser.add_argument(
+        "--threads",
+        type=thread_count,
+        default=None,
+        metavar="N",
+        help="local-task: the threads IREE (and every peer) computes with "
+        "(default: every core this process may use)",
+    )
+
+
+def checked_threads(device: str, threads: int | None) -> None:
+    """``--threads`` only where there is a thread pool to size."""
+    if threads is not None and device != "local-task":
+        raise CliError(f"--threads applies to --device local-task (this is {device}: one thread)")
+
+
+def plan_device_warning(plan_device: str | None, plan_threads: int | None, cores: int) -> str | None:
+    """What ``compile`` says of a ``local-task`` plan tuned for another core count than here."""
+    if plan_device != "local-task" or plan_threads is None or plan_threads == cores:
+        return None
+    return (
+        f"dcmlir: warning: the plan was tuned on local-task with {plan_threads} threads and this"
+        f" machine has {cores} cores: IREE's local-task uses every core unless told otherwise"
+        f" (run with --task_topology_max_group_count={plan_threads}, or tune again here)"
+    )
+
+
 def distinct_paths(paths: dict[str, str | os.PathLike[str] | None]) -> None:
     """Refuse two roles that name one file (``tune -o records.jsonl --db records.jsonl``).
 

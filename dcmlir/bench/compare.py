@@ -100,6 +100,7 @@ class BenchSettings:
 
     baselines: tuple[str, ...] = tuple(BASELINES)
     device: str = "local-sync"
+    threads: int | None = None  # local-task's workers and every peer's; None: every core
     min_time: float = 0.05
     rounds: int = 5
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
@@ -121,6 +122,8 @@ class BenchSettings:
             raise BenchError("--min-time, --oracle-min-time and --timeout must be > 0")
         if self.rounds < 1 or self.oracle_rounds < 1:
             raise BenchError("--rounds and --oracle-rounds must be >= 1")
+        if self.threads is not None and (self.device != "local-task" or self.threads < 1):
+            raise BenchError("--threads: a count >= 1, with --device local-task")
         if not self.buckets or any(b < 1 for b in self.buckets):
             raise BenchError("--buckets: give positive sizes, e.g. 16,32,64,128")
         if self.weights is not None and self.weights not in WEIGHT_MODES:
@@ -200,6 +203,10 @@ def bench(
         if not cuda_device_available():
             raise NoDevice.for_arch(target.arch)
         device = "cuda"
+    threads = device_threads(device, settings.threads) if device != "cuda" else 0
+    mismatch = loaded.device_mismatch(device, threads) if device != "cuda" else None
+    if mismatch is not None:
+        print(f"dcmlir bench: warning: {mismatch}", file=stream)
     ranks = len(workload.dynamic_dims)
     given = [s * ranks if len(s) == 1 else tuple(s) for s in shapes or ()]
     shape_list = list(dict.fromkeys(given)) or default_shapes(workload, planned)
@@ -227,6 +234,7 @@ def bench(
             device,
             builder,
             entry_function(text),
+            threads,
         )
         prepared = {baseline: prepare(baseline, ctx) for baseline in settings.baselines}
         rows = _time(_problems(workload, weight), shape_list, prepared, settings, device, stream)
@@ -255,7 +263,7 @@ def bench(
         workload.describe(),
         target.describe(),
         device,
-        device_threads(device) if device != "cuda" else 0,
+        threads,
         list(settings.baselines),
         {b: p.unavailable for b, p in prepared.items() if p.unavailable},
         shape_list,
@@ -313,6 +321,7 @@ def _measure_oracle(
         ),
         driver=device,
         timeout=settings.timeout,
+        threads=settings.threads if device == "local-task" else None,
     )
     print(
         f"dcmlir bench: oracle: {len(space)} candidates x {len(wanted)} shapes "
@@ -348,6 +357,7 @@ def _time(
         ),
         driver=device,
         timeout=settings.timeout,
+        threads=settings.threads if device == "local-task" else None,
     )
     order = sorted(shapes, key=lambda s: (math.prod(s), s), reverse=True)
     progress = Progress(len(order), "bench", stream)

@@ -374,6 +374,7 @@ def run_model(
     parameters: ParameterFile | None = None,
     reference: str | Reference = "auto",
     device: str = "local-sync",
+    threads: int | None = None,
     settings: MeasureSettings | None = None,
     progress: Callable[[int], None] | None = None,
     config: EncoderConfig | None = None,
@@ -385,10 +386,11 @@ def run_model(
 ) -> ModelRun:
     """Check and time the tuned and default builds of one module, and ``peers``, at every ``T``.
 
-    Every build and peer is timed in one :class:`~dcmlir.measure.runner.Runner`
-    worker; this process loads the two builds only to read their signatures and,
-    with ``reference="default"``, to compute the reference outputs. ``config``: the
-    generated encoder's config when the caller has it; ``source``: the module's torch
+    Every build and peer is timed by one :class:`~dcmlir.measure.runner.Runner` (one
+    worker process per thread pool when ``threads`` > 1); this process loads the two
+    builds only to read their signatures and, with ``reference="default"``, to compute
+    the reference outputs. ``config``: the generated encoder's config when the caller
+    has it; ``source``: the module's torch
     model (see :func:`reference_for`). ``peers``: of :data:`PEERS` (IREE data tiling,
     built for ``target``; onnxruntime, on an ONNX-imported module's own file, else
     exported from the torch model); one that
@@ -405,10 +407,10 @@ def run_model(
     if argument_types(tuned) != arguments:
         raise ModelRunError("the tuned and default builds have different signatures")
     check_points(arguments, seq_lens)
-    threads = device_threads(device)
+    thread_count = device_threads(device, threads)
     if source is None:  # read from the module: its ONNX export, maybe its reference
         source = torch_source(text, config)
-    chosen = reference_for(reference, text, default, threads, config, source)
+    chosen = reference_for(reference, text, default, thread_count, config, source)
     if parameters is not None:  # the worker may not share this process's directory
         parameters = dataclasses.replace(parameters, path=os.path.abspath(parameters.path))
     vocab = model_peers.token_bound(text, source)
@@ -443,11 +445,11 @@ def run_model(
         if ONNX in peers and any(not isinstance(t, int) for t in seq_lens):
             unavailable[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
         elif ONNX in peers:  # an ONNX-imported module's own file, else the torch model's export
-            onnx = model_peers.onnx_file_variant(text, threads)
+            onnx = model_peers.onnx_file_variant(text, thread_count)
             if onnx is None:
                 say("exporting the torch model to ONNX")
                 example = example_inputs(arguments, source.seq if source else (1, 1))
-                onnx = model_peers.onnx_variant(source, example, threads, Path(scratch))
+                onnx = model_peers.onnx_variant(source, example, thread_count, Path(scratch))
             if isinstance(onnx, str):
                 unavailable[ONNX] = onnx
             else:
@@ -455,8 +457,8 @@ def run_model(
                 notes.update({ONNX: onnx[1]} if onnx[1] else {})
         if chosen.torch_variant is not None:
             variants.append(chosen.torch_variant)
-        runner_settings = RunnerSettings(settings, driver=device, timeout=timeout)
-        with threadpool_limits(limits=threads), Runner(runner_settings) as runner:
+        runner_settings = RunnerSettings(settings, driver=device, timeout=timeout, threads=threads)
+        with threadpool_limits(limits=thread_count), Runner(runner_settings) as runner:
             results = runner.measure_shapes(variants, problems, progress=progress)
     rows = [SeqRow(t, results[t]) for t in seq_lens]
     failures = [
@@ -467,5 +469,13 @@ def run_model(
         f"{point_label(r.seq_len)}: {e.splitlines()[0]}" for r in rows for e in r.errors_of(others)
     ]
     return ModelRun(
-        rows, chosen.name, device, threads, settings, failures, unavailable, peer_failures, notes
+        rows,
+        chosen.name,
+        device,
+        thread_count,
+        settings,
+        failures,
+        unavailable,
+        peer_failures,
+        notes,
     )

@@ -111,6 +111,7 @@ class Context:
     device: str
     build: Builder
     function: str  # the module's function that holds the workload (not always ``main``)
+    threads: int = 1  # what the device and every peer compute with
 
 
 def prepare(baseline: str, ctx: Context) -> Prepared:
@@ -229,7 +230,7 @@ def _host_preparer(library: str) -> Callable[[Context], Prepared]:
         spec = ctx.workload.einsum()
         variant: Variant = HostLibrary(library, library, spec)
         if ctx.build.weight is not None:  # the same constant weight as the IREE modules
-            threads = device_threads(ctx.device)
+            threads = ctx.threads or device_threads(ctx.device)  # cuda: the host threads
             gpu = ctx.device == "cuda"
             variant = HostModel(
                 library, WeightedHost(library, spec, threads, ctx.build.weight, gpu)

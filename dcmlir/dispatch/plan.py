@@ -61,10 +61,17 @@ class Plan:
     level: str = "input"
     predicted: bool = False
     """Kernels chosen by the offline model (no GPU timed them): ``"predicted": true``."""
+    device: str | None = None
+    """The IREE runtime device the kernels were timed on (``local-sync``, ``local-task``,
+    ``cuda``); None in plans written before dcmlir recorded it."""
+    threads: int | None = None
+    """The threads they were timed with (1 on ``local-sync``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.predicted, bool):
             raise ValueError(f"predicted={self.predicted!r} must be true or false")
+        if self.threads is not None and (isinstance(self.threads, bool) or self.threads < 1):
+            raise ValueError(f"threads={self.threads!r} must be a whole number >= 1")
         if self.level not in LEVELS:
             raise ValueError(f"level '{self.level}' is not one of {', '.join(LEVELS)}")
         keys = [w.key for w in self.workloads]
@@ -96,6 +103,10 @@ class Plan:
         }
         if self.predicted:
             found["predicted"] = True
+        if self.device is not None:
+            found["device"] = self.device
+        if self.threads is not None:
+            found["threads"] = self.threads
         found["workloads"] = [w.to_json() for w in self.workloads]
         return found
 
@@ -136,6 +147,21 @@ class Plan:
             dcmlir_version=get_field(obj, "dcmlir_version", str, "plan"),
             level=get_field(obj, "level", str, "plan") if "level" in obj else "input",
             predicted=get_field(obj, "predicted", bool, "plan") if "predicted" in obj else False,
+            device=get_field(obj, "device", str, "plan") if "device" in obj else None,
+            threads=get_field(obj, "threads", int, "plan") if "threads" in obj else None,
+        )
+
+    def device_mismatch(self, device: str, threads: int) -> str | None:
+        """Why running on ``device`` with ``threads`` is not what the plan was tuned for,
+        else None (also for a plan that does not say)."""
+        if self.device is None or self.threads is None:
+            return None
+        if (self.device, self.threads) == (device, threads):
+            return None
+        return (
+            f"the plan was tuned on {self.device} with {self.threads} thread(s), this runs on"
+            f" {device} with {threads}: its kernels may not be the best here (tune again with"
+            f" --device {device}" + (f" --threads {threads})" if device == "local-task" else ")")
         )
 
     def dumps(self) -> str:

@@ -12,6 +12,7 @@ written with the model's workload graph beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -33,6 +34,7 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
+from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
@@ -47,7 +49,7 @@ from dcmlir.search.model_graph import (
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate, workload_space
-from dcmlir.target import CudaTarget, Target, target_from_name
+from dcmlir.target import CpuTarget, CudaTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
 PROBES_FROM = 2 * len(PROBE_FRACTIONS)
@@ -72,6 +74,7 @@ def tune(
     seed: int = 0,
     max_depth: int | None = None,
     device: str = "local-sync",
+    threads: int | None = None,
     min_time: float = 0.03,
     rounds: int = 3,
     timeout: float = 60.0,
@@ -94,8 +97,10 @@ def tune(
     workload's estimated share of model time, with a floor per workload.
     Records already in ``db`` count, so a resumed run re-measures nothing.
     ``level``: ``input``, ``global-optimization`` or ``auto`` (see
-    :mod:`dcmlir.driver.loading`). The model's workload graph is saved beside
-    the plan (``plan.graph.json``).
+    :mod:`dcmlir.driver.loading`). ``device``: the IREE runtime device kernels are
+    timed on; ``threads``: ``local-task``'s workers (default every core), which is also
+    the ``P`` the cost model spreads tile grids over; the plan records both. The model's
+    workload graph is saved beside the plan (``plan.graph.json``).
 
     ``predict``: plan a CUDA target from the offline model (:mod:`dcmlir.driver.offline`)
     instead of timing; None: do so where no GPU is here and ptxas is installed. The plan
@@ -109,10 +114,18 @@ def tune(
     start = time.perf_counter()
     check_writable(output, "-o", example="plan.json")  # before the tuning, not after it
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
+    target_object = _with_threads(target_object, device, threads)
     model = load_model(input, dims, stream, level=level, target=target_object)
     found = model.workloads
     if not found:  # nothing to tune: an empty plan, so that dcmlir compile passes it through
-        plan = Plan(target_object, Path(str(input)).name, (), level=model.level)
+        plan = Plan(
+            target_object,
+            Path(str(input)).name,
+            (),
+            level=model.level,
+            device=device,
+            threads=device_threads(device, threads),
+        )
         return TuneReport(
             plan,
             [],
@@ -162,6 +175,7 @@ def tune(
         MeasureSettings(min_time=min_time, rounds=rounds, warmup=min_time),
         driver=device,
         timeout=timeout,
+        threads=threads,
     )
     graph = model.graph
     reports: list[WorkloadReport] = []
@@ -216,6 +230,8 @@ def tune(
         Path(str(input)).name,
         tuple(r.plan for r in reports),
         level=model.level,
+        device=device,
+        threads=runner_settings.thread_count,
     )
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
@@ -229,6 +245,18 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _with_threads(target: Target, device: str, threads: int | None) -> Target:
+    """The target as tuned: on ``local-task`` its ``threads`` are the workers kernels run
+    on (records and the cost model's ``P`` follow them)."""
+    if threads is None:
+        return target
+    if threads < 1:
+        raise TuneError(f"--threads must be >= 1, not {threads}")
+    if device != "local-task" or not isinstance(target, CpuTarget):
+        raise TuneError("--threads applies to --device local-task on llvm-cpu only")
+    return dataclasses.replace(target, threads=threads)
 
 
 def _space_of(target: Target, workload: Workload) -> list[Candidate]:

@@ -35,6 +35,7 @@ __all__ = [
     "load_function",
     "load_functions",
     "run_compile",
+    "set_task_threads",
     "versions",
     "write_parameter_archive",
 ]
@@ -100,6 +101,19 @@ def run_compile(input_text: str, flags: Sequence[str], timeout: float | None = N
 
 
 # --- runtime -------------------------------------------------------------------------------
+
+
+def set_task_threads(threads: int) -> None:
+    """Make ``local-task`` devices opened from now on in this process use ``threads`` workers.
+
+    IREE reads its task topology from a runtime flag once, when the first such
+    device is made; call this before :func:`device_config`.
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, not {threads}")
+    if device_config.cache_info().currsize:
+        raise RuntimeError("set_task_threads must come before the first device is opened")
+    rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
 
 
 @functools.cache

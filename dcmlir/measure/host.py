@@ -37,11 +37,13 @@ HOST_LIBRARIES = ("numpy", "torch", "onnxruntime")
 ONNX_OPSET, ONNX_IR_VERSION = 17, 8  # what onnxruntime 1.17 and later all load
 
 
-def device_threads(driver: str) -> int:
-    """Threads an IREE runtime device computes with: one for ``local-sync``, else every core
-    (``cuda``: the host threads that feed the GPU)."""
+def device_threads(driver: str, threads: int | None = None) -> int:
+    """Threads an IREE runtime device computes with: one for ``local-sync``, else ``threads``
+    when given, else every core (``cuda``: the host threads that feed the GPU)."""
     if driver == "local-sync":
         return 1
+    if threads is not None:
+        return threads
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity on this platform

@@ -173,13 +173,20 @@ class Measurer:
     # -- records ---------------------------------------------------------------------------
     def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record]]:
         """(newest measure record per pair, newest failed build per candidate) of this
-        workload, target and route: one pass over the records instead of one per pair."""
+        workload, target and route: one pass over the records instead of one per pair.
+
+        Timings count only from this runner's device (``local-sync`` and ``local-task``
+        share the target; a record without one is from ``local-sync``).
+        """
         measures: dict[tuple[str, Shape], Record] = {}
         builds: dict[str, Record] = {}
+        driver = self.runner_settings.driver
         for record in self.db.records(
             self.workload.key, self.target.key(), self.route.name, include_failures=True
         ):
             if record.kind == "measure":
+                if record.extra.get("runner", "local-sync") != driver:
+                    continue
                 measures[(record.candidate_key, record.shape)] = record
             elif record.all_shapes:
                 builds[record.candidate_key] = record
@@ -397,6 +404,9 @@ class Measurer:
                 "drift_flagged": flagged,
                 "runner": self.runner_settings.driver,
             }
+            if self.runner_settings.isolated:
+                extra["threads"] = self.runner_settings.thread_count
+                extra["interference"] = round(timing.interference, 4)
             common = {
                 "workload": self.workload,
                 "target": self.target,

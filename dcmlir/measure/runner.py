@@ -5,8 +5,11 @@ order, baselines) runs here in the parent; the worker only loads variants
 (:mod:`dcmlir.measure.variants`), keeps input sets on the device and takes one
 sample per request. Every request has a time limit: a variant that hangs or
 kills the worker becomes a failed measurement, the worker is restarted, and
-the other variants go on. All variants of a shape are timed by the same worker
-process, interleaved (docs/design.md, section 4).
+the other variants go on. All variants of a shape are timed interleaved
+(docs/design.md, section 4): by one worker process on one thread, and with more
+than one thread by one worker per thread pool (IREE, numpy's OpenBLAS, torch,
+onnxruntime), each sample taken once the others are quiet, with the CPU time the
+others took during it kept as the sample's ``interference``.
 
 The reference outputs are a float64 einsum the worker computes, or, for a whole
 model, whatever the parent computes (:attr:`ShapeProblem.reference`) and sends
@@ -16,11 +19,8 @@ with the inputs.
 from __future__ import annotations
 
 import math
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -29,6 +29,14 @@ import numpy as np
 
 from dcmlir.codegen.kernel import check_tolerance, input_dtypes, input_shapes
 from dcmlir.layouts import weight_seed
+from dcmlir.measure.host import device_threads
+from dcmlir.measure.supervised import (
+    WorkerFailure,
+    WorkerProcess,
+    bystanders,
+    cpu_seconds,
+    wait_quiet,
+)
 from dcmlir.measure.timing import (
     Inputs,
     MeasureSettings,
@@ -37,8 +45,9 @@ from dcmlir.measure.timing import (
     random_inputs,
 )
 from dcmlir.measure.variants import Variant
-from dcmlir.measure.worker import read_frame, write_frame
 from dcmlir.workload import Workload
+
+__all__ = ["Runner", "RunnerSettings", "ShapeProblem", "ShapeResult", "WorkerFailure"]
 
 Shape = TypeVar("Shape", bound=Hashable)
 
@@ -52,10 +61,26 @@ class RunnerSettings:
     timeout: float = 60.0  # seconds per worker request (one check, warm-up or sample)
     drift_threshold: float = 0.10  # baseline after/before beyond +-10%: flagged
     max_input_bytes: int = 256 << 20  # a shape's input sets beyond this are not measured
+    threads: int | None = None  # local-task's workers (and the peers'); None: every core
+    isolate: bool | None = None  # a process per thread pool; None: when threads > 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             raise ValueError("timeout must be a finite number of seconds > 0")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, not {self.threads}")
+
+    @property
+    def thread_count(self) -> int:
+        """Threads the device (and every peer) computes with: 1 on ``local-sync``."""
+        return device_threads(self.driver, self.threads)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether each thread pool is timed in a process of its own."""
+        if self.isolate is not None:
+            return self.isolate
+        return self.driver == "local-task" and self.thread_count > 1
 
 
 @dataclass(frozen=True)
@@ -162,76 +187,16 @@ def _output_elements(einsum: str, shapes: Sequence[Sequence[int]]) -> int:
     return math.prod(sizes.get(letter, 1) for letter in output)
 
 
-class WorkerFailure(Exception):
-    """The worker did not answer in time or died; the message says which."""
+@dataclass
+class _Pool:
+    """One measuring process and its state: what it loaded, whether it has this shape's inputs."""
+
+    worker: WorkerProcess | None = None
+    loaded: set[Hashable] = field(default_factory=set)
+    inputs_sent: bool = False
 
 
-class _Worker:
-    """A ``python -m dcmlir.measure.worker`` process answering one request at a time over pipes.
-
-    A plain subprocess rather than ``multiprocessing``: spawn would re-import the
-    user's ``__main__``, and fork would copy a process that may hold IREE threads.
-    It gets this process's ``sys.path``, so a :class:`~dcmlir.measure.variants.HostModel`
-    factory imports there as it does here. Frames are 8-byte little-endian lengths
-    followed by a pickle.
-    """
-
-    def __init__(self, driver: str) -> None:
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
-        path = os.pathsep.join(os.path.abspath(p) for p in sys.path if os.path.isdir(p or "."))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "dcmlir.measure.worker", driver],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env={**os.environ, "PYTHONPATH": path},
-        )
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def call(self, timeout: float, *request: Any) -> Any:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        try:
-            write_frame(self.process.stdin, request)
-            reply = read_frame(self.process.stdout, timeout)
-        except TimeoutError:
-            self.kill()
-            raise WorkerFailure(f"timed out after {timeout:g} s") from None
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            raise WorkerFailure(self._death()) from None
-        status, payload = reply
-        if status == "error":
-            raise RuntimeError(payload)
-        return payload
-
-    def _death(self) -> str:
-        try:
-            code = self.process.wait(5.0)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = self.process.returncode
-        self.log.seek(0)
-        tail = self.log.read().decode("utf-8", "replace").strip().splitlines()[-3:]
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        detail = f": {' / '.join(tail)}" if tail else ""
-        return f"the measuring process died ({how}){detail}"
-
-    def kill(self) -> None:
-        if self.alive():
-            self.process.kill()
-        self.process.wait()
-
-    def close(self) -> None:
-        if self.alive():
-            try:
-                assert self.process.stdin is not None
-                write_frame(self.process.stdin, ("exit",))
-                self.process.wait(2.0)
-            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        self.log.close()
+SHARED = "shared"  # the one pool of a runner that is not isolated
 
 
 class Runner:
@@ -239,14 +204,13 @@ class Runner:
 
     def __init__(self, settings: RunnerSettings | None = None) -> None:
         self.settings = settings or RunnerSettings()
-        self._worker: _Worker | None = None
+        self._pools: dict[str, _Pool] = {}
         self._variants: Sequence[Variant] = ()
         self._problem: ShapeProblem | None = None
         self._load_errors: dict[str, str] = {}  # by variant name, kept across shapes
-        self._loaded: set[Hashable] = set()
-        self._inputs_sent = False
         self._arrays: dict[ShapeProblem, tuple[Any, Any]] = {}  # parent-computed references
         self._warm: ShapeProblem | None = None  # the warm-up's problem: its arrays are kept
+        self._last_pool: str | None = None  # whose request ran last (isolated pools)
 
     def __enter__(self) -> Runner:
         return self
@@ -255,28 +219,41 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        for pool in self._pools.values():
+            if pool.worker is not None:
+                pool.worker.close()
+        self._pools.clear()
+
+    def processes(self) -> dict[str, int]:
+        """The live measuring processes: pool name -> pid (``shared``: the only one)."""
+        return {
+            name: pool.worker.pid
+            for name, pool in self._pools.items()
+            if pool.worker is not None and pool.worker.alive()
+        }
 
     # -- plumbing -------------------------------------------------------------------------
-    def _ensure_ready(self) -> _Worker:
-        """A worker with this shape's variants loaded and its inputs on the device.
+    def _pool_of(self, variant: Variant) -> str:
+        return variant.pool if self.settings.isolated else SHARED
+
+    def _ensure_ready(self, name: str) -> WorkerProcess:
+        """Pool ``name``'s worker with this shape's variants loaded and its inputs on the device.
 
         A worker that died or timed out is replaced and brought back to the
         same state; a live one only loads what it lacks.
         """
-        worker = self._worker
+        pool = self._pools.setdefault(name, _Pool())
+        worker = pool.worker
         if worker is None or not worker.alive():
             if worker is not None:
                 worker.kill()
-            worker = self._worker = _Worker(self.settings.driver)
-            self._loaded = set()
-            self._inputs_sent = False
-        self._load_missing(worker)
-        if not self._inputs_sent and self._problem is not None:
+            worker = pool.worker = WorkerProcess(self.settings.driver, self.settings.thread_count)
+            pool.loaded = set()
+            pool.inputs_sent = False
+        self._load_missing(pool, worker, name)
+        if not pool.inputs_sent and self._problem is not None:
             worker.call(self.settings.timeout, *self._inputs_request(self._problem))
-            self._inputs_sent = True
+            pool.inputs_sent = True
         return worker
 
     def _inputs_request(self, problem: ShapeProblem) -> tuple[Any, ...]:
@@ -296,10 +273,10 @@ class Runner:
             self._arrays[problem] = problem.arrays(measure.input_sets, measure.seed)
         return ("arrays", *self._arrays[problem])
 
-    def _load_missing(self, worker: _Worker) -> None:
+    def _load_missing(self, pool: _Pool, worker: WorkerProcess, name: str) -> None:
         by_group: dict[Hashable, list[Variant]] = {}
         for variant in self._variants:
-            if variant.key not in self._loaded:
+            if variant.key not in pool.loaded and self._pool_of(variant) == name:
                 by_group.setdefault(variant.group, []).append(variant)
         for group in by_group.values():
             try:
@@ -308,29 +285,69 @@ class Runner:
             except RuntimeError as err:  # the whole module: every function in it fails
                 failed = {v.key: str(err) for v in group}
             for variant in group:
-                self._loaded.add(variant.key)
+                pool.loaded.add(variant.key)
                 if variant.key in failed:
                     self._load_errors[variant.name] = f"load: {failed[variant.key]}"
 
-    def _start_shape(self, variants: Sequence[Variant], problem: ShapeProblem) -> None:
-        """Make the worker serve this shape: load what it lacks, replace the inputs."""
+    def _start_shape(self, variants: Sequence[Variant], problem: ShapeProblem) -> dict[str, str]:
+        """Make the workers serve this shape: load what they lack, replace the inputs.
+
+        Returns why a pool could not be set up (its variants fail), by pool name.
+        """
         self._arrays = {p: a for p, a in self._arrays.items() if p in (problem, self._warm)}
         self._variants, self._problem = tuple(variants), problem
-        self._inputs_sent = False
-        self._ensure_ready()
+        for pool in self._pools.values():
+            pool.inputs_sent = False
+        failed: dict[str, str] = {}
+        for name in dict.fromkeys(self._pool_of(v) for v in variants):
+            try:
+                self._ensure_ready(name)
+            except WorkerFailure as err:
+                self._pools[name].worker = None
+                failed[name] = str(err)
+            except RuntimeError as err:  # the worker could not make the inputs (MemoryError)
+                failed[name] = str(err)
+        return failed
 
     def _request(self, timing: Timing, command: str, variant: Variant, argument: float) -> Any:
         """One worker request for one variant; any failure becomes that variant's error."""
+        name = self._pool_of(variant)
         try:
-            worker = self._ensure_ready()
+            worker = self._ensure_ready(name)
+            if command == "sample" and self.settings.isolated:
+                return self._quiet_sample(timing, worker, name, variant.key, argument)
+            self._last_pool = name
             return worker.call(self.settings.timeout, command, variant.key, argument)
         except WorkerFailure as err:
-            self._worker = None  # replaced (and reloaded) on the next request
+            self._pools[name].worker = None  # replaced (and reloaded) on the next request
             timing.error = f"{command}: {err}"
         except RuntimeError as err:
             timing.error = f"{command}: {err}"
         timing.samples.clear()
         return None
+
+    def _quiet_sample(
+        self, timing: Timing, worker: WorkerProcess, name: str, key: Hashable, argument: float
+    ) -> Any:
+        """A sample taken once the other pools' processes (and this one's other threads) are
+        quiet; the cores they took meanwhile raise ``timing.interference``.
+
+        Only after another pool's turn: it waits, then makes one untimed call per input
+        set, so the sample starts with warm caches and awake workers as a sample after
+        one of its own pool's does (a pool that gets no requests does not wake up).
+        """
+        others = [pid for pool, pid in self.processes().items() if pool != name]
+        if self._last_pool not in (None, name):
+            wait_quiet(others)
+            worker.call(self.settings.timeout, "warmup", key, 0.0)
+        self._last_pool = name
+        watched = bystanders(others)
+        before, start = cpu_seconds(watched), time.perf_counter()
+        reply = worker.call(self.settings.timeout, "sample", key, argument)
+        wall, after = time.perf_counter() - start, cpu_seconds(watched)
+        if before is not None and after is not None and wall > 0:
+            timing.interference = max(timing.interference, (after - before) / wall)
+        return reply
 
     # -- the loop -------------------------------------------------------------------------
     def measure_shape(
@@ -357,20 +374,12 @@ class Runner:
             for timing in timings.values():
                 timing.error = f"setup: {too_large}"
             return result
-        try:
-            self._start_shape(variants, problem)
-        except WorkerFailure as err:
-            self._worker = None
-            for timing in timings.values():
-                timing.error = f"setup: {err}"
-            return result
-        except RuntimeError as err:  # the worker could not make the inputs (MemoryError)
-            for timing in timings.values():
-                timing.error = f"setup: {err}"
-            return result
-        for name in timings:
-            if name in self._load_errors:
-                timings[name].error = self._load_errors[name]
+        setup_failed = self._start_shape(variants, problem)
+        for variant in variants:
+            if self._pool_of(variant) in setup_failed:
+                timings[variant.name].error = f"setup: {setup_failed[self._pool_of(variant)]}"
+            elif variant.name in self._load_errors:
+                timings[variant.name].error = self._load_errors[variant.name]
         healthy = self._check_all(variants, timings)
         for variant in healthy:
             self._request(timings[variant.name], "warmup", variant, settings.warmup)
@@ -417,13 +426,9 @@ class Runner:
         """Run every variant that loads for the warm-up time on ``problem``, untimed and
         unchecked; a failure here is found again (and recorded) by :meth:`measure_shape`."""
         self._warm = problem
-        try:
-            self._start_shape(variants, problem)
-        except WorkerFailure:
-            self._worker = None
-            return
+        setup_failed = self._start_shape(variants, problem)
         for variant in variants:
-            if variant.name not in self._load_errors:
+            if variant.name not in self._load_errors and self._pool_of(variant) not in setup_failed:
                 self._request(Timing(variant.name), "warmup", variant, self.settings.measure.warmup)
 
     def _too_large(self, problem: ShapeProblem) -> str | None:

@@ -163,6 +163,8 @@ class Timing:
     calls: int = 0
     max_error: float | None = None  # relative error against the reference, when checked
     error: str | None = None
+    # the most CPU (in cores) other measuring processes took during one of its samples
+    interference: float = 0.0
 
     @property
     def ok(self) -> bool:

@@ -12,7 +12,11 @@ into a :class:`Callee` and times only its ``invoke``:
 
 A variant's ``key`` names what the worker loaded (two variants with the same key
 share it; the parent computes it, the worker files what it loads under it); its
-``group`` names what is loaded in one go (every function of one module file).
+``group`` names what is loaded in one go (every function of one module file); its
+``pool`` names the thread pool it computes on (IREE's, OpenBLAS's, torch's ...): with
+more than one thread, each pool gets a measuring process of its own
+(:class:`~dcmlir.measure.runner.Runner`), so no library's idle workers spin on the
+cores another one is being timed on.
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ class ModuleFunction:
     def group(self) -> Hashable:
         return ("module", self.vmfb_path, self.parameters)
 
+    @property
+    def pool(self) -> str:
+        return "iree"
+
 
 @dataclass(frozen=True)
 class HostLibrary:
@@ -81,6 +89,10 @@ class HostLibrary:
     @property
     def group(self) -> Hashable:
         return self.key
+
+    @property
+    def pool(self) -> str:
+        return self.library
 
 
 @dataclass(frozen=True)
@@ -103,12 +115,20 @@ class HostModel:
     def group(self) -> Hashable:
         return self.key
 
+    @property
+    def pool(self) -> str:
+        return f"model:{self.name}"
+
 
 Variant = ModuleFunction | HostLibrary | HostModel
 
 
-def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee], dict[int, str]]:
+def load_group(
+    group: Sequence[Variant], driver: str, threads: int | None = None
+) -> tuple[dict[int, Callee], dict[int, str]]:
     """Load variants of one ``group`` on ``driver``: (callees, errors), by position in ``group``.
+
+    ``threads``: what a host library computes with (see :func:`device_threads`).
 
     A module file that cannot be read or loaded raises: every function in it fails.
     """
@@ -130,7 +150,10 @@ def load_group(group: Sequence[Variant], driver: str) -> tuple[dict[int, Callee]
         try:
             if isinstance(variant, HostLibrary):
                 found[index] = HostFunction(
-                    variant.library, variant.einsum, device_threads(driver), gpu=driver == "cuda"
+                    variant.library,
+                    variant.einsum,
+                    device_threads(driver, threads),
+                    gpu=driver == "cuda",
                 )
             else:
                 assert isinstance(variant, HostModel)

@@ -1,7 +1,7 @@
 """The measuring process: loads variants, keeps inputs on the device, takes one sample per request.
 
-:class:`dcmlir.measure.runner.Runner` starts it as ``python -m dcmlir.measure.worker DRIVER``
-and supervises it (a time limit per request; a hung or dead worker is replaced). The
+:class:`dcmlir.measure.runner.Runner` starts it as ``python -m dcmlir.measure.worker DRIVER
+THREADS`` and supervises it (a time limit per request; a hung or dead worker is replaced). The
 protocol is frames on stdin/stdout: an 8-byte little-endian length, then a pickle.
 """
 
@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from dcmlir.ir.iree import set_task_threads
 from dcmlir.layouts import fixed_weight
 from dcmlir.measure.timing import Timer, check_outputs, random_inputs
 from dcmlir.measure.variants import Callee, load_group
@@ -59,14 +60,18 @@ def read_frame(stream: IO[bytes], timeout: float | None = None) -> Any:
     return pickle.loads(read_message(stream, timeout))
 
 
-def serve(driver: str) -> None:
+def serve(driver: str, threads: int | None = None) -> None:
     """Serve requests on stdin/stdout until told to exit.
+
+    ``threads``: the workers of a ``local-task`` device and of the host libraries.
 
     Every reply is ("ok", payload) or ("error", text). Anything else the process
     prints goes to stderr, so stdout carries only frames. A request that cannot
     be unpickled (a :class:`~dcmlir.measure.variants.HostModel` whose factory does
     not import here) is an error reply, not a dead worker.
     """
+    if driver == "local-task" and threads is not None:
+        set_task_threads(threads)
     requests, replies = sys.stdin.buffer, os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
     callees: dict[Hashable, Callee] = {}
@@ -79,7 +84,7 @@ def serve(driver: str) -> None:
         command = request[0]
         if command == "load":  # keys: the parent's names of the group's variants
             _, group, keys = request
-            loaded, failed = load_group(group, driver)
+            loaded, failed = load_group(group, driver, threads)
             callees.update((keys[index], callee) for index, callee in loaded.items())
             return {keys[index]: error for index, error in failed.items()}
         if command == "inputs":
@@ -134,4 +139,4 @@ def serve(driver: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -1,0 +1,122 @@
+"""Several threads: each thread pool measured in its own process, sampled when the others are quiet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_runner import FAST, dense_workload, problem
+
+from dcmlir.build.compiler import build
+from dcmlir.codegen.kernel import KernelVariant, kernel_module_text
+from dcmlir.measure.runner import Runner, RunnerSettings
+from dcmlir.measure.supervised import cpu_seconds, wait_quiet
+from dcmlir.measure.variants import HostLibrary, ModuleFunction
+from dcmlir.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def dense_module(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workload, str]:
+    """The dense workload and a module file with its IREE default build as ``v_default``."""
+    workload = dense_workload()
+    path = tmp_path_factory.mktemp("vmfb") / "dense.vmfb"
+    path.write_bytes(
+        build(kernel_module_text(workload, [KernelVariant("v_default")]), "llvm-cpu").vmfb
+    )
+    return workload, str(path)
+
+
+def iree_workers(pid: int) -> int:
+    """Threads of process ``pid`` that are IREE ``local-task`` workers."""
+    tasks = Path(f"/proc/{pid}/task")
+    return sum((t / "comm").read_text().startswith("iree-worker") for t in tasks.iterdir())
+
+
+def test_each_thread_pool_is_timed_in_its_own_process(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        HostLibrary("numpy", "numpy", workload.einsum()),
+    ]
+    settings = RunnerSettings(FAST, driver="local-task", threads=2)
+    assert settings.isolated
+    with Runner(settings) as runner:
+        result = runner.measure_shape(variants, problem(workload, 7), baseline="default")
+        pools = runner.processes()
+        workers = iree_workers(pools["iree"])
+    assert set(pools) == {"iree", "numpy"} and pools["iree"] != pools["numpy"]
+    assert workers == 2
+    for timing in result.timings.values():
+        assert timing.ok, timing.error
+        assert len(timing.samples) == FAST.rounds
+        # sampled once the other process was quiet: it took (almost) no CPU meanwhile
+        assert 0.0 <= timing.interference < 0.5, timing.interference
+    assert result.baseline_before is not None and result.baseline_after is not None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_local_task_runs_the_threads_it_is_given(
+    dense_module: tuple[Workload, str], threads: int
+) -> None:
+    workload, path = dense_module
+    settings = RunnerSettings(FAST, driver="local-task", threads=threads)
+    with Runner(settings) as runner:
+        result = runner.measure_shape(
+            [ModuleFunction("default", path, "v_default")], problem(workload, 3)
+        )
+        (pid,) = runner.processes().values()
+        assert iree_workers(pid) == threads
+    assert result["default"].ok
+
+
+def test_one_thread_keeps_one_process(dense_module: tuple[Workload, str]) -> None:
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        HostLibrary("numpy", "numpy", workload.einsum()),
+    ]
+    with Runner(RunnerSettings(FAST)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 2))
+        assert list(runner.processes()) == ["shared"]
+    assert all(t.ok and t.interference == 0.0 for t in result.timings.values())
+
+
+def test_a_pool_that_cannot_start_fails_only_its_own_variants(
+    dense_module: tuple[Workload, str],
+) -> None:
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        HostLibrary("nolib", "no-such-library", workload.einsum()),
+    ]
+    with Runner(RunnerSettings(FAST, driver="local-task", threads=2)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 2))
+    assert result["default"].ok
+    assert result["nolib"].error is not None and "no-such-library" in result["nolib"].error
+
+
+def test_waiting_for_quiet_outlasts_a_spinning_process() -> None:
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass\ntime.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        time.sleep(0.2)  # started, spinning
+        before = cpu_seconds([process.pid])
+        assert before is not None
+        waited = wait_quiet([process.pid])
+        spent = cpu_seconds([process.pid])
+        assert spent is not None and spent > before  # it computed while we waited
+        assert waited >= 0.1, waited  # not quiet at once: it spins for 0.6 s from its start
+        time.sleep(0.05)
+        assert (cpu_seconds([process.pid]) or 0.0) - spent < 0.02  # and it is quiet now
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_cpu_seconds_of_a_process_that_is_gone_is_nothing() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    assert cpu_seconds([process.pid]) == 0.0
