@@ -49,6 +49,8 @@ from dcmlir.bench import (
     markdown,
     write_outputs,
 )
+from dcmlir.bench.baselines import shape_label
+from dcmlir.bench.weights import default_weight_mode, weight_array, with_constant_weight
 from dcmlir.dispatch import Plan
 from dcmlir.driver import load_workloads
 from dcmlir.ir.iree import versions
@@ -56,6 +58,7 @@ from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import RecordDatabase
+from dcmlir.shapes import Shape
 from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
 
@@ -78,12 +81,16 @@ SCALING_BASELINES = (
     "torch",
     "onnxruntime",
 )
+ONE_THREAD = "one-thread"  # task's baselines on local-sync: the one-thread columns
 SEARCH_MIN_TIME, SEARCH_ROUNDS = 0.03, 3  # dcmlir.tune's defaults: exhaustive uses the same
 
 
-def tune(name: str, source: Path, device: str, budget: int) -> dict[str, Any]:
-    """The plan of one workload on one device, tuning it only if it is not there yet."""
-    plans = OUT / device / "plans"
+def tune(
+    name: str, source: Path, device: str, budget: int, folder: str | None = None
+) -> dict[str, Any]:
+    """The plan of one workload on one device, tuning it only if it is not there yet;
+    ``folder``: where under ``OUT`` (default: the device's name)."""
+    plans = OUT / (folder or device) / "plans"
     plans.mkdir(parents=True, exist_ok=True)
     plan_path, summary_path = plans / f"{name}.json", plans / f"{name}.tuning.json"
     if plan_path.exists() and summary_path.exists():
@@ -115,18 +122,34 @@ def tune(name: str, source: Path, device: str, budget: int) -> dict[str, Any]:
     return summary
 
 
-def run_bench(name: str, source: Path, device: str, baselines: tuple[str, ...]) -> BenchResult:
+def as_timed(name: str, source: Path) -> Path:
+    """The module as the bench times it: a projection's weight a module constant (as in a
+    model; the bench's default weight mode), so the search has the packed family too."""
+    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
+    if default_weight_mode(workload) != "constant":
+        return source
+    constant = RECORDS / f"{name}-constant.mlir"
+    text = with_constant_weight(
+        source.read_text(), weight_array(workload), str(workload.operand_type(1))
+    )
+    constant.write_text(text)
+    return constant
+
+
+def run_bench(
+    name: str, source: Path, device: str, baselines: tuple[str, ...], folder: str | None = None
+) -> BenchResult:
     print(f"== {name} ({device}): bench", file=sys.stderr)
     result = bench(
         source,
-        plan=OUT / device / "plans" / f"{name}.json",
+        plan=OUT / (folder or device) / "plans" / f"{name}.json",
         dims=[RANGE],
         shapes=[(t,) for t in SUITE_T],
         settings=BenchSettings(baselines=baselines, device=device),
         db=RECORDS / f"oracle-{device}.jsonl",
         name=name,
     )
-    write_outputs(result, OUT / device)
+    write_outputs(result, OUT / (folder or device))
     return result
 
 
@@ -287,21 +310,25 @@ def report(names: list[str]) -> str:
             "### Thread scaling: `local-task` on every core",
             "",
             f"The same workloads with IREE's `local-task` runtime ({task[0].threads} threads),"
-            " plans tuned on that device, numpy and torch with the same thread count (the"
-            " oracle and bucketing are single-thread measurements and are left out here).",
+            " plans tuned on that device, numpy, torch and onnxruntime with the same thread"
+            " count (the oracle and bucketing are single-thread measurements and are left out"
+            f" here). Measured on {task[0].target}; tuning budget"
+            f" {_task_budget(task[0].name)} per workload.",
             "",
-            "Read this table as indicative, not steady: on this 2-core shared machine the"
-            " measuring process holds three thread pools (IREE's task executor, OpenBLAS and"
-            " torch's OpenMP) that contend for the same two cores, so samples swing far more"
-            " than on one thread (torch took 15.5 ms at T=3 on `dense_out` in this run and"
-            " 0.38 ms when that shape was measured again; IREE's default on two threads was"
-            " slower than on one thread below T = 8). IREE's `local-task` gains little from"
-            " the second core on these sizes, while OpenBLAS gains about 2x; dcmlir's"
-            " kernels, tuned for this device, keep a speedup over IREE's default. The"
-            " `local-sync` table above is the steady comparison.",
+            "Each thread pool is timed in a measuring process of its own (IREE, numpy's"
+            " OpenBLAS, torch, onnxruntime), interleaved round by round, a sample taken once"
+            " the other processes are quiet ([design.md](design.md) section 4; the"
+            ' "Thread hygiene" section shows IREE\'s default timing the same alone and'
+            " beside the peers). Before that isolation, all of them shared one process and"
+            " this table swung by up to 40x on one shape (torch 15.5 ms and 0.38 ms at one"
+            " T, on the EPYC).",
             "",
+            *_task_targets(task),
         ]
         lines += _summary_table(task, "local-task")
+        one = [r for n in names if (r := _load(n, ONE_THREAD)) is not None]
+        if one:
+            lines += _thread_columns(one, task)
     for result in sync:
         lines += [
             f"### `{result.name}` (local-sync)",
@@ -353,6 +380,100 @@ def _summary_table(results: list[BenchResult], device: str) -> list[str]:
             + f" | {oracle:.3f} |".replace("nan", "–")
         )
     return [*lines, ""]
+
+
+def _thread_columns(one: list[BenchResult], two: list[BenchResult]) -> list[str]:
+    """Every peer on one thread and on every core: geomean ms over the T both measured,
+    and what the second thread gained (one-thread time over all-threads time)."""
+    by_name = {r.name: r for r in two}
+    pairs = [(r, by_name[r.name]) for r in one if r.name in by_name]
+    if not pairs:
+        return []
+    threads = pairs[0][1].threads
+    peers = [b for b in SCALING_BASELINES if b not in ("iree-static",)]
+    lines = [
+        f"### Every peer on one thread and on {threads}",
+        "",
+        f"Geomean time (us) over the T both runs measured, on `local-sync` (1 thread, plans"
+        f" tuned there) and on `local-task` ({threads} threads, plans tuned there), and the"
+        f" gain from {threads} threads (1-thread time / {threads}-thread time, geomean over T)."
+        f" The one-thread run: `{COMMAND} --steps task1`.",
+        "",
+        "| workload | " + " | ".join(f"{p}: 1t / {threads}t (gain)" for p in peers) + " |",
+        "|---|" + "---:|" * len(peers),
+    ]
+    for single, multi in pairs:
+        cells = []
+        for peer in peers:
+            both = [
+                (a.median_us, b.median_us)
+                for shape in multi.shapes
+                if (a := single.cell(shape, peer)) is not None
+                and (b := multi.cell(shape, peer)) is not None
+                and math.isfinite(a.median_us)
+                and math.isfinite(b.median_us)
+            ]
+            if not both:
+                cells.append("–")
+                continue
+            t1, tn = geomean(a for a, _ in both), geomean(b for _, b in both)
+            gain = geomean(a / b for a, b in both)
+            cells.append(f"{t1:.0f} / {tn:.0f} ({gain:.2f}x)")
+        lines.append(f"| `{single.name}` | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _task_budget(name: str) -> str:
+    path = OUT / "local-task" / "plans" / f"{name}.tuning.json"
+    return str(json.loads(path.read_text())["budget"]) if path.exists() else "?"
+
+
+def _task_targets(results: list[BenchResult]) -> list[str]:
+    """Issue 15's targets per workload: over IREE's default, never below IREE's own
+    multi-versioning or per-shape builds, and against numpy at the same threads."""
+    lines = [
+        "Per workload: dcmlir's geomean speedup over IREE's default; the worst T of dcmlir"
+        " against IREE's `specialization_ranges` build and its per-T static build (their"
+        " time over dcmlir's: >= 1 where dcmlir is at least as fast) with how many T are"
+        " below 0.97; and numpy's time over dcmlir's per T (>= 1: dcmlir faster).",
+        "",
+        "| workload | over default (geomean) | vs specialized: worst T, T < 0.97 |"
+        " vs static: worst T, T < 0.97 | numpy / dcmlir: min, geomean, max |",
+        "|---|---:|---|---|---|",
+    ]
+    for result in results:
+        cells = []
+        for peer in ("iree-specialized", "iree-static", "numpy"):
+            ratios = _ratios(result, peer)
+            if not ratios:
+                cells.append("–")
+            elif peer == "numpy":
+                cells.append(
+                    f"{min(ratios.values()):.2f}, {geomean(ratios.values()):.2f},"
+                    f" {max(ratios.values()):.2f}"
+                )
+            else:
+                worst = min(ratios, key=ratios.__getitem__)
+                low = sum(v < 0.97 for v in ratios.values())
+                cells.append(f"{ratios[worst]:.2f} (T={shape_label(worst)}), {low}")
+        lines.append(
+            f"| `{result.name}` | {result.geomean_speedup('dcmlir'):.2f}x | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return [*lines, ""]
+
+
+def _ratios(result: BenchResult, peer: str) -> dict[Shape, float]:
+    """``peer``'s time over dcmlir's at each T where both ran."""
+    found = {}
+    for shape in result.shapes:
+        mine, theirs = result.cell(shape, "dcmlir"), result.cell(shape, peer)
+        if mine is None or theirs is None:
+            continue
+        if math.isfinite(mine.median_us) and math.isfinite(theirs.median_us):
+            found[shape] = theirs.median_us / mine.median_us
+    return found
 
 
 def _cost_table(costs: list[dict[str, Any]], names: list[str]) -> list[str]:
@@ -410,7 +531,8 @@ def main() -> int:
     parser.add_argument(
         "--steps",
         default="sync,cost,task",
-        help="sync: tune + bench on local-sync; cost: exhaustive tuning cost; task: local-task",
+        help="sync: tune + bench on local-sync; cost: exhaustive tuning cost; task: local-task;"
+        " task1: task's baselines on one thread (the thread-scaling columns)",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
     parser.add_argument(
@@ -445,9 +567,12 @@ def main() -> int:
             cost = tuning_cost(name, source, tuning)
             costs = [c for c in _load_costs() if c["name"] != name] + [cost]
             (OUT / "tuning_cost.json").write_text(json.dumps(costs, indent=1) + "\n")
-        if "task" in steps:
-            tune(name, source, "local-task", args.budget)
+        if "task" in steps:  # tuned as the bench times it: a projection's weight constant
+            tune(name, as_timed(name, source), "local-task", args.budget)
             run_bench(name, source, "local-task", SCALING_BASELINES)
+        if "task1" in steps:  # the same baselines on one thread, plans tuned there
+            tune(name, as_timed(name, source), "local-sync", args.budget, ONE_THREAD)
+            run_bench(name, source, "local-sync", SCALING_BASELINES, ONE_THREAD)
         write_docs(list(texts))
     return 0
 

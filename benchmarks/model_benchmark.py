@@ -199,6 +199,7 @@ def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, A
             min_time=args.tune_min_time,
             rounds=args.tune_rounds,
             level=args.level,
+            device=args.device,  # the kernels are timed where they will run
         )
         for line in report.model_lines():
             print(line, file=sys.stderr)
@@ -235,6 +236,8 @@ def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, A
     for line in result.table():
         print(line, file=sys.stderr)
     command = f"{COMMAND} --models {spec.kind}-{spec.layers}l --budget {args.budget}"
+    if args.device != "local-sync":
+        command += f" --device {args.device} --results {args.results} --no-docs"
     return {
         "slug": spec.slug,
         "commit": commit(),

@@ -205,3 +205,52 @@ def test_the_encoder_exports_to_onnx_through_the_core_aten_graph(tmp_path: Path)
         x = np.random.default_rng(t).random((t, 32), dtype=np.float32)
         (out,) = session.to_host(session.invoke(session.prepare([x])))
         assert relative_error(out, reference([x])[0]) < 1e-4
+
+
+def test_run_model_on_local_task_times_every_peer_in_its_own_process(gpt2_file: Path) -> None:
+    """Two threads: IREE's builds, onnxruntime and torch eager each in a measuring process of
+    their own, every output still checked against torch float64."""
+    from dcmlir.bench.model_compare import run_model
+    from dcmlir.build.compiler import build
+    from dcmlir.ir.iree import ParameterFile
+    from dcmlir.measure.timing import MeasureSettings
+
+    text = gpt2_file.read_text()
+    params = ParameterFile(str(gpt2_file.with_suffix(".irpa")), "model")
+    default = build(text, "llvm-cpu").vmfb
+    settings = MeasureSettings(min_time=0.002, rounds=2, input_sets=2, warmup=0.002)
+    run = run_model(
+        text,
+        default,
+        default,
+        [4],
+        parameters=params,
+        settings=settings,
+        device="local-task",
+        threads=2,
+    )
+    assert (run.device, run.threads) == ("local-task", 2)
+    assert run.columns == ["IREE default", DATA_TILING, "dcmlir", ONNX, TORCH]
+    for name, timing in run.rows[0].comparison.timings.items():
+        assert timing.ok and timing.max_error is not None and timing.max_error <= 1e-4, name
+        assert timing.interference < 0.5, (name, timing.interference)
+
+
+def test_run_model_warns_when_the_plan_was_tuned_on_another_device(
+    gpt2_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dcmlir.tools.cli import main
+
+    plan = tmp_path / "plan.json"
+    tune = ["tune", str(gpt2_file), "--budget", "4", "--db", str(tmp_path / "r.jsonl")]
+    assert main([*tune, "-o", str(plan), "--min-time", "0.002", "--rounds", "1"]) == 0
+    capsys.readouterr()
+    args = ["run-model", str(gpt2_file), "--plan", str(plan), "--seq", "2", "--peers", "none"]
+    code = main(
+        [*args, "--device", "local-task", "--threads", "2", "--min-time", "0.002", "--rounds", "1"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "warning: the plan was tuned on local-sync with 1 thread(s)" in captured.err
+    assert "--device local-task --threads 2" in captured.err
+    assert "on local-task (2 threads)" in captured.out
