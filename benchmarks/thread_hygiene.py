@@ -14,8 +14,11 @@ core, three ways, interleaved round by round:
 
 It prints per T the median of IREE's default in each setting, the ratios to
 ``alone`` (medians of per-round ratios), and the most CPU (in cores) the other
-processes took during one of its samples; the table goes to docs/benchmarks.md
-between the ``thread-hygiene`` markers.
+processes took during one of its samples. A second table is the runtime's floor: a
+one-dispatch module (16 floats squared) per call on ``local-sync`` and on
+``local-task`` with 1 and every thread, workers sleeping (IREE's default) or
+spinning 100 us (``--task_worker_spin_us``), each setting in a fresh process. Both
+tables go to docs/benchmarks.md between the ``thread-hygiene`` markers.
 
     .venv/bin/python benchmarks/thread_hygiene.py
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -80,7 +84,7 @@ def main() -> int:
         finally:
             for runner in runners.values():
                 runner.close()
-    table = markdown(rows)
+    table = [*markdown(rows), "", *floor_table()]
     print("\n".join(table))
     if not args.no_docs:
         replace_section(DOC, BEGIN, END, "\n".join([BEGIN, *table, END]))
@@ -155,6 +159,81 @@ def markdown(rows: list[Row]) -> list[str]:
             f" | {ratio['own processes']:.2f} | {row['interference']['own processes']:.2f}"
             f" | {ms['one process']:.3f} | {ratio['one process']:.2f} |"
         )
+    return lines
+
+
+TINY = """func.func @f(%a: tensor<16xf32>) -> tensor<16xf32> {
+  %e = tensor.empty() : tensor<16xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%a : tensor<16xf32>) outs(%e : tensor<16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<16xf32>
+  return %r : tensor<16xf32>
+}
+"""
+FLOOR_CALL = """
+import sys, time, numpy as np
+import iree.runtime as rt
+driver, flags = sys.argv[2], sys.argv[3:]
+if flags:
+    rt.flags.parse_flags(*flags)
+config = rt.Config(driver)
+context = rt.SystemContext(config=config)
+context.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, open(sys.argv[1], "rb").read()))
+f = context.modules.module["f"]
+a = rt.asdevicearray(config.device, np.ones(16, np.float32))
+for _ in range(50):
+    f(a)
+rounds = []
+for _ in range(7):
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < 0.2:
+        f(a)
+        calls += 1
+    rounds.append((time.perf_counter() - start) / calls)
+print(sorted(rounds)[3])
+"""
+
+
+def floor_table() -> list[str]:
+    """Seconds per call of a one-dispatch module per runtime setting, each in a fresh
+    process (the flags are read once per process)."""
+    threads = device_threads("local-task")
+    settings = {
+        "local-sync": ("local-sync",),
+        "local-task, 1 thread": ("local-task", "--task_topology_max_group_count=1"),
+        f"local-task, {threads} threads": (
+            "local-task",
+            f"--task_topology_max_group_count={threads}",
+        ),
+        f"local-task, {threads} threads, workers spin 100 us": (
+            "local-task",
+            f"--task_topology_max_group_count={threads}",
+            "--task_worker_spin_us=100",
+        ),
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "tiny.vmfb"
+        path.write_bytes(build(TINY, "llvm-cpu").vmfb)
+        found = {}
+        for name, argv in settings.items():
+            run = subprocess.run(
+                [sys.executable, "-c", FLOOR_CALL, str(path), *argv],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            found[name] = float(run.stdout.strip())
+    lines = [
+        "The runtime's floor: a module of one dispatch (16 floats squared), microseconds per"
+        " call, median of 7 rounds of 0.2 s, each setting in a fresh process.",
+        "",
+        "| runtime | us per call |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {seconds * 1e6:.1f} |" for name, seconds in found.items()]
     return lines
 
 
