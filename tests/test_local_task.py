@@ -72,8 +72,8 @@ def test_threads_is_refused_where_there_is_no_thread_pool(tmp_path: Path) -> Non
     ("argv", "message"),
     [
         (["--threads", "2"], "--threads applies to --device local-task"),
-        (["--device", "local-task", "--threads", "0"], "'0' must be >= 1"),
-        (["--device", "local-task", "--threads", "two"], "not a whole number of threads"),
+        (["--device", "local-task", "--threads", "0"], "'0' must be at least 1"),
+        (["--device", "local-task", "--threads", "two"], "'two' is not an integer"),
     ],
 )
 def test_threads_option_errors_are_one_line(

@@ -20,9 +20,9 @@ from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.space import DefaultCandidate, select_candidates, space_for, workload_space
 from dcmlir.target import CpuTarget, CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.tools.common import (
+    CliError,
     add_threads_option,
     checked_threads,
-    CliError,
     distinct_paths,
     list_workloads,
     read_input,

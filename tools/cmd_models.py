@@ -27,17 +27,7 @@ from dcmlir.models import (
 )
 from dcmlir.models.hf_models import HF_FAMILIES, HF_SIZE_KEYS, hf_model
 from dcmlir.shapes import parse_range
-from dcmlir.tools.common import CliError, seed
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
-    return value
+from dcmlir.tools.common import CliError, positive_int, seed
 
 
 def _seq_range(text: str) -> tuple[int, int]:
@@ -53,16 +43,19 @@ def _seq_range(text: str) -> tuple[int, int]:
 def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
     defaults = EncoderConfig()
     parser.add_argument(
-        "--layers", type=_positive, default=defaults.layers, help="(default: %(default)s)"
+        "--layers", type=positive_int, default=defaults.layers, help="(default: %(default)s)"
     )
     parser.add_argument(
-        "--hidden", type=_positive, default=defaults.hidden, help="(default: %(default)s)"
+        "--hidden", type=positive_int, default=defaults.hidden, help="(default: %(default)s)"
     )
     parser.add_argument(
-        "--heads", type=_positive, default=defaults.heads, help="(default: %(default)s)"
+        "--heads", type=positive_int, default=defaults.heads, help="(default: %(default)s)"
     )
     parser.add_argument(
-        "--ffn", type=_positive, default=defaults.ffn, help="FFN inner size (default: %(default)s)"
+        "--ffn",
+        type=positive_int,
+        default=defaults.ffn,
+        help="FFN inner size (default: %(default)s)",
     )
     parser.add_argument(
         "--seq",

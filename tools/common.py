@@ -85,14 +85,14 @@ def seed(text: str) -> int:
     return value
 
 
-def thread_count(text: str) -> int:
-    """An argparse type for ``--threads``: a whole number of threads >= 1."""
+def positive_int(text: str) -> int:
+    """An argparse type for a count: a whole number >= 1 (``--threads``, ``--layers``)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of threads") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' must be >= 1")
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
     return value
 
 
@@ -100,7 +100,7 @@ def add_threads_option(parser: argparse.ArgumentParser) -> None:
     """``--threads N`` beside ``--device``: local-task's workers and the peers'."""
     parser.add_argument(
         "--threads",
-        type=thread_count,
+        type=positive_int,
         default=None,
         metavar="N",
         help="local-task: the threads IREE (and every peer) computes with "
@@ -114,7 +114,9 @@ def checked_threads(device: str, threads: int | None) -> None:
         raise CliError(f"--threads applies to --device local-task (this is {device}: one thread)")
 
 
-def plan_device_warning(plan_device: str | None, plan_threads: int | None, cores: int) -> str | None:
+def plan_device_warning(
+    plan_device: str | None, plan_threads: int | None, cores: int
+) -> str | None:
     """What ``compile`` says of a ``local-task`` plan tuned for another core count than here."""
     if plan_device != "local-task" or plan_threads is None or plan_threads == cores:
         return None
