@@ -141,3 +141,13 @@ def test_compile_warns_when_a_local_task_plan_has_other_threads_than_here(
     assert code == 0
     assert f"tuned on local-task with {other} threads" in err
     assert f"--task_topology_max_group_count={other}" in err
+
+
+def test_a_gpu_plan_says_cuda_whatever_device_was_given() -> None:
+    from dcmlir.driver.tuning import _timed_on
+    from dcmlir.target import CpuTarget, target_from_name
+
+    gpu = target_from_name("cuda", "sm_80")
+    assert _timed_on(gpu, "local-sync", None) == {"device": "cuda", "threads": None}
+    assert _timed_on(CpuTarget(), "local-task", 3) == {"device": "local-task", "threads": 3}
+    assert _timed_on(CpuTarget(), "local-sync", None) == {"device": "local-sync", "threads": 1}

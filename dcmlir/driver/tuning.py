@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
@@ -123,8 +123,7 @@ def tune(
             Path(str(input)).name,
             (),
             level=model.level,
-            device=device,
-            threads=device_threads(device, threads),
+            **_timed_on(target_object, device, threads),
         )
         return TuneReport(
             plan,
@@ -230,8 +229,7 @@ def tune(
         Path(str(input)).name,
         tuple(r.plan for r in reports),
         level=model.level,
-        device=device,
-        threads=runner_settings.thread_count,
+        **_timed_on(target_object, device, threads),
     )
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
@@ -245,6 +243,14 @@ def tune(
         probes=probe_count,
         graph_path=graph_path,
     )
+
+
+def _timed_on(target: Target, device: str, threads: int | None) -> dict[str, Any]:
+    """What the plan says its kernels were timed on: a GPU target runs on ``cuda``
+    whatever ``device`` says (threads do not apply there)."""
+    if isinstance(target, CudaTarget):
+        return {"device": "cuda", "threads": None}
+    return {"device": device, "threads": device_threads(device, threads)}
 
 
 def _with_threads(target: Target, device: str, threads: int | None) -> Target:
