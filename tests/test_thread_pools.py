@@ -12,7 +12,7 @@ from test_runner import FAST, dense_workload, problem
 
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import KernelVariant, kernel_module_text
-from dcmlir.measure.runner import Runner, RunnerSettings
+from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
 from dcmlir.measure.supervised import cpu_seconds, wait_quiet
 from dcmlir.measure.variants import HostLibrary, ModuleFunction
 from dcmlir.workload import Workload
@@ -120,3 +120,24 @@ def test_cpu_seconds_of_a_process_that_is_gone_is_nothing() -> None:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     assert cpu_seconds([process.pid]) == 0.0
+
+
+def test_a_reference_that_fails_is_every_variant_setup_error(
+    dense_module: tuple[Workload, str],
+) -> None:
+    """The parent computes a model's reference: when it fails, measure_shape records it as
+    every variant's setup error, and measure_shapes (its warm-up first) raises it."""
+    workload, path = dense_module
+
+    def broken(arrays: object) -> list[object]:
+        raise RuntimeError("the reference failed")
+
+    shapes = problem(workload, 3)
+    failing = ShapeProblem(shapes.input_shapes, shapes.dtypes, reference=broken)
+    variants = [ModuleFunction("default", path, "v_default")]
+    for settings in (RunnerSettings(FAST), RunnerSettings(FAST, driver="local-task", threads=2)):
+        with Runner(settings) as runner:
+            result = runner.measure_shape(variants, failing)
+            assert result["default"].error == "setup: the reference failed"
+            with pytest.raises(RuntimeError, match="the reference failed"):
+                runner.measure_shapes(variants, {(3,): failing})

@@ -292,9 +292,11 @@ class Runner:
     def _start_shape(self, variants: Sequence[Variant], problem: ShapeProblem) -> dict[str, str]:
         """Make the workers serve this shape: load what they lack, replace the inputs.
 
-        Returns why a pool could not be set up (its variants fail), by pool name.
+        Returns why a pool could not be set up (its variants fail), by pool name. The
+        parent's reference outputs are computed first: their failure is raised.
         """
         self._arrays = {p: a for p, a in self._arrays.items() if p in (problem, self._warm)}
+        self._inputs_request(problem)  # the parent's part (a reference that fails raises)
         self._variants, self._problem = tuple(variants), problem
         for pool in self._pools.values():
             pool.inputs_sent = False
@@ -374,7 +376,12 @@ class Runner:
             for timing in timings.values():
                 timing.error = f"setup: {too_large}"
             return result
-        setup_failed = self._start_shape(variants, problem)
+        try:
+            setup_failed = self._start_shape(variants, problem)
+        except RuntimeError as err:  # the parent's reference failed: nothing can be checked
+            for timing in timings.values():
+                timing.error = f"setup: {err}"
+            return result
         for variant in variants:
             if self._pool_of(variant) in setup_failed:
                 timings[variant.name].error = f"setup: {setup_failed[self._pool_of(variant)]}"
