@@ -25,6 +25,7 @@ patched; none set: exactly ``python -m dcmlir.tools.cli``):
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -188,6 +189,10 @@ def output_of(argv: Sequence[str]) -> str:
 
 
 if __name__ == "__main__":
+    # Ctrl-C must reach the tuner as in a terminal, even when the test suite itself runs
+    # in the background (`cmd &` and nohup start it with SIGINT ignored, which every
+    # child inherits, and Python then installs no KeyboardInterrupt handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if HOLD.startswith("save"):
         hold_when_opened(output_of(sys.argv[1:]))
     with roles_from_environment().in_scope():
