@@ -7,18 +7,18 @@ then into a candidate x shape table on stdout.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from typing import IO
 
 from dcmlir.build.routes import route_named
+from dcmlir.driver import TuneError, target_with_threads
 from dcmlir.measure.loop import TD_ON_CUDA, Measurer, MeasureReport
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import DatabaseError, RecordDatabase
 from dcmlir.shapes import SHAPES_GRAMMAR
 from dcmlir.space import DefaultCandidate, select_candidates, space_for, workload_space
-from dcmlir.target import CpuTarget, CudaTarget, Target, parse_overrides, target_from_name
+from dcmlir.target import CudaTarget, Target, parse_overrides, target_from_name
 from dcmlir.tools.common import (
     CliError,
     add_threads_option,
@@ -139,8 +139,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         target = make_target(args)
     except ValueError as error:
         raise CliError(f"--target: {error}") from None
-    if args.threads is not None and isinstance(target, CpuTarget):  # records follow the threads
-        target = dataclasses.replace(target, threads=args.threads)
+    try:  # records follow the threads, as tune's do
+        target = target_with_threads(target, args.device, args.threads)
+    except TuneError as error:
+        raise CliError(str(error)) from None
     if isinstance(target, CudaTarget) and args.route == "td":
         raise CliError(TD_ON_CUDA)
     source, text = read_input(args.input)

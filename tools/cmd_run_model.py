@@ -22,7 +22,6 @@ from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.shapes import SHAPES_GRAMMAR
-from dcmlir.target import Target
 from dcmlir.tools.common import (
     PROG,
     CliError,
@@ -149,10 +148,9 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
             if args.vmfb
             else compile(args.model, plan=args.plan, stream=err).vmfb
         )
-        target = _plan_backend(args.plan)
-        mismatch = Plan.load(args.plan).device_mismatch(
-            args.device, device_threads(args.device, args.threads)
-        )
+        plan = _read_plan(args.plan)
+        target = plan.target  # the default build is for the same target
+        mismatch = plan.device_mismatch(args.device, device_threads(args.device, args.threads))
         if mismatch is not None:
             print(f"{PROG}: warning: {mismatch}", file=err)
         default = (
@@ -201,9 +199,9 @@ def run_model_command(args: argparse.Namespace, out: IO[str], err: IO[str]) -> i
     return 1 if run.failures else 0
 
 
-def _plan_backend(plan: str) -> Target:
-    """The target the plan was tuned for, so the default build is for the same one."""
+def _read_plan(plan: str) -> Plan:
+    """The plan (its target, the device it was timed on); a bad file is one CLI error."""
     try:
-        return Plan.load(plan).target
+        return Plan.load(plan)
     except PlanError as err:
         raise CliError(str(err)) from None

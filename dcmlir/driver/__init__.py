@@ -28,7 +28,13 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
-from dcmlir.driver.tuning import PROBES_FROM, TREE_TOLERANCE, tune, workload_plan
+from dcmlir.driver.tuning import (
+    PROBES_FROM,
+    TREE_TOLERANCE,
+    target_with_threads,
+    tune,
+    workload_plan,
+)
 
 __all__ = [
     "GLOBAL_OPT",
@@ -50,6 +56,7 @@ __all__ = [
     "load_model",
     "load_workloads",
     "lower_to_global_optimization",
+    "target_with_threads",
     "tune",
     "workload_plan",
 ]

@@ -114,7 +114,7 @@ def tune(
     start = time.perf_counter()
     check_writable(output, "-o", example="plan.json")  # before the tuning, not after it
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
-    target_object = _with_threads(target_object, device, threads)
+    target_object = target_with_threads(target_object, device, threads)
     model = load_model(input, dims, stream, level=level, target=target_object)
     found = model.workloads
     if not found:  # nothing to tune: an empty plan, so that dcmlir compile passes it through
@@ -253,7 +253,7 @@ def _timed_on(target: Target, device: str, threads: int | None) -> dict[str, Any
     return {"device": device, "threads": device_threads(device, threads)}
 
 
-def _with_threads(target: Target, device: str, threads: int | None) -> Target:
+def target_with_threads(target: Target, device: str, threads: int | None) -> Target:
     """The target as tuned: on ``local-task`` its ``threads`` are the workers kernels run
     on (records and the cost model's ``P`` follow them)."""
     if threads is None:
