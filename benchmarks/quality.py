@@ -571,6 +571,7 @@ def main() -> int:
     out = Path(args.out)
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
+    out.parent.mkdir(parents=True, exist_ok=True)  # before minutes of replay, not after
     explained = None
     if args.explain:
         parts = args.explain.split(":")

@@ -8,12 +8,14 @@ loops with :meth:`dcmlir.workload.Workload.shape_dims`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = [
     "MAX_DIM",
     "MAX_SHAPES",
     "SHAPES_GRAMMAR",
     "Shape",
+    "coarse_to_fine",
     "parse_range",
     "parse_shapes",
     "spread",
@@ -135,3 +137,25 @@ def parse_shapes(text: str, dynamic_dims: int | None = 1) -> list[Shape]:
             continue
         shapes += [(value,) * (dynamic_dims or 1) for value in _values(item, dynamic_dims)]
     return list(dict.fromkeys(shapes))
+
+
+def coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
+    """Ends first, then midpoints of ever smaller intervals (a van der Corput order)."""
+    count = len(shapes)
+    if count <= 2:
+        return list(shapes)
+    order = [0, count - 1]
+    seen = set(order)
+    step = count - 1
+    while len(order) < count and step > 1:
+        half = step / 2
+        position = half
+        while position < count - 1:
+            index = round(position)
+            if index not in seen:
+                seen.add(index)
+                order.append(index)
+            position += step
+        step = half
+    order += [i for i in range(count) if i not in seen]
+    return [shapes[i] for i in order]

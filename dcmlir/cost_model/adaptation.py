@@ -59,6 +59,7 @@ class AdaptationModel(ABC):
         self.route = route
         self.curve = T4_PRIOR
         self.default_tile = default_tile_prior(target)
+        self.floor_seconds = 0.0  # every call's fixed cost (dcmlir.cost_model.call_floor)
         self.ignored = 0  # records of another workload, target or route
         self._failed_everywhere: set[str] = set()
         self._failed_shapes: set[tuple[str, Shape]] = set()
@@ -177,7 +178,8 @@ class AdaptationModel(ABC):
                 elif flops[row] == 0:
                     table[row, column] = 0.0
                 else:
-                    table[row, column] = flops[row] / (rate * self._adaptation_in(tiling, space))
+                    busy = flops[row] / (rate * self._adaptation_in(tiling, space))
+                    table[row, column] = self.floor_seconds + busy
         return table
 
 

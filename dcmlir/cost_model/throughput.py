@@ -31,6 +31,7 @@ from dcmlir.cost_model.calibration import (
     CalibrationData,
     fit_curve,
 )
+from dcmlir.cost_model.call_floor import busy_seconds, fit_floor
 from dcmlir.cost_model.terms import HARD_CURVE, T4_PRIOR, _flops, _grid, _pad_parts, _space, _tiling
 from dcmlir.records import Record
 from dcmlir.shapes import Shape
@@ -185,6 +186,8 @@ class CostModel(AdaptationModel):
             self._refit()
 
     def _refit(self) -> None:
+        self.default_tile, self.curve = default_tile_prior(self.target), T4_PRIOR
+        self._calibrate_floor()
         self._calibrate_default_tile()
         self._calibrate_curve()
         self._rates = {}
@@ -198,10 +201,29 @@ class CostModel(AdaptationModel):
         """``log f`` of each usable observation with the current curve and default tile."""
         tiling = self._tiling_of(candidate)
         return [
-            math.log(obs.flops) - math.log(obs.seconds * self._adaptation_in(tiling, obs.space))
+            math.log(obs.flops) - math.log(self._busy(obs) * self._adaptation_in(tiling, obs.space))
             for obs in observations
             if obs.usable
         ]
+
+    def _busy(self, obs: _Observation) -> float:
+        """The observation's seconds without the call floor."""
+        return busy_seconds(obs.seconds, self.floor_seconds)
+
+    def _calibrate_floor(self) -> None:
+        """The call floor (:mod:`dcmlir.cost_model.call_floor`), with the prior tile and curve."""
+        self.floor_seconds = 0.0
+        groups = []
+        for key, observations in self._observations.items():
+            tiling = self._tiling_of(self._candidates[key])
+            groups.append(
+                [
+                    (obs.seconds, obs.flops / self._adaptation_in(tiling, obs.space))
+                    for obs in observations
+                    if obs.usable
+                ]
+            )
+        self.floor_seconds = fit_floor(groups)
 
     def _calibrate_default_tile(self) -> None:
         """The default's effective tile: the choice that makes its f most shape independent.
@@ -221,7 +243,7 @@ class CostModel(AdaptationModel):
             logs = []
             for obs in observations:
                 real, computed = _pad_parts(obs.space, tiles)
-                logs.append(math.log(obs.flops * computed / (obs.seconds * real)))
+                logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
             spreads[tile] = float(np.var(logs))
         lowest = min(spreads.values())
         tied = [tile for tile, spread in spreads.items() if spread <= lowest + 1e-12]
@@ -266,7 +288,7 @@ class CostModel(AdaptationModel):
             group = len(set(groups))
             for obs in usable:
                 real, computed = _pad_parts(obs.space, tiling.pad)
-                logs.append(math.log(obs.flops * computed / (obs.seconds * real)))
+                logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
                 grids.append(_grid(self.workload, obs.space, tiling.workgroup))
                 groups.append(group)
         return CalibrationData(
@@ -363,6 +385,7 @@ class CostModel(AdaptationModel):
                 "curve": self.curve.to_json(),
                 "curve_calibrated": list(self.curve_calibrated),
                 "default_tile": self.default_tile,
+                "floor_seconds": self.floor_seconds,
                 "feature_names": list(self._feature_names),
                 "throughputs": dict(self._rates),
             },

@@ -20,7 +20,7 @@ import numpy as np
 from dcmlir.cost_model import pad_tiles
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
-from dcmlir.workload import Workload
+from dcmlir.workload import M, N, Workload
 
 __all__ = ["UNSEEN_REMAINDER", "RemainderClasses"]
 
@@ -41,10 +41,22 @@ class RemainderClasses:
     def __init__(
         self, workload: Workload, candidates: Sequence[Candidate], shapes: Sequence[Shape]
     ) -> None:
+        self.workload, self.shapes = workload, list(shapes)
         self.tiles = [_dynamic_tiles(workload, c) for c in candidates]
         self.masks = np.array(
             [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
         ).reshape(len(shapes), len(candidates))
+
+    def with_default(self, default_tile: int) -> np.ndarray:
+        """The masks with IREE's default's own class in the bits above: the class a kernel
+        and the default measured side by side share. The default is taken to tile its
+        dynamic M and N loops by ``default_tile`` (the cost model's effective tile)."""
+        tiles = tuple(
+            default_tile if d.role in (M, N) and default_tile > 1 else 0
+            for d in self.workload.dynamic_dims
+        )
+        own = np.array([_mask(tiles, shape) for shape in self.shapes], dtype=np.int64)
+        return self.masks | (own[:, None] << len(tiles))
 
     def penalties(self, residual: dict[int, Points]) -> Penalties:
         """What each class costs, from the candidates measured both in it and in none.

@@ -40,10 +40,11 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
+from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
-from dcmlir.shapes import Shape
+from dcmlir.shapes import Shape, coarse_to_fine
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
 
@@ -175,6 +176,9 @@ class ShapeGenericSearch:
         )
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
         self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
+        self.default = next(  # IREE's default: the floor every chosen kernel must beat
+            (i for i, c in enumerate(self.candidates) if isinstance(c, DefaultCandidate)), None
+        )
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -285,10 +289,10 @@ class ShapeGenericSearch:
         """Unmeasured pairs worth a measurement, most useful first, at most ``limit``."""
         wanted: list[tuple[int, Shape]] = []
         # 1. each shape's choice, spread coarse-to-fine over the range
-        for shape in _coarse_to_fine(self.shapes):
+        for shape in coarse_to_fine(self.shapes):
             wanted.append((kernels[choice[shape]], shape))
         # 2. close contenders among the chosen kernels, and the model's favourite overall
-        for shape in _coarse_to_fine(self.shapes):
+        for shape in coarse_to_fine(self.shapes):
             row = self.shape_index[shape]
             best = estimate[row, kernels[choice[shape]]]
             for column in kernels:
@@ -316,35 +320,72 @@ class ShapeGenericSearch:
 
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
-        a kernel still unproven where it was chosen is ruled out there (IREE's default, or
-        a proven kernel, takes the shapes) and the rest is selected again."""
+        a kernel still unproven where it was chosen, or measured slower than IREE's default
+        beside it there (:mod:`.baseline_evidence`), is ruled out there (the default, or a
+        proven kernel, takes the shapes) and the rest is selected again."""
         estimate = estimate.copy()
         while True:
             kernels, choice = self.select(estimate)
+            regions = self._regions(kernels, choice)
             unproven = self._unproven(kernels, choice)
-            if not unproven:
+            joint = self._joint_masks()
+            beaten = {}
+            if self.default is not None:
+                beaten = beaten_rows(
+                    joint, regions, self._seconds, self.default, self.settings.tie_margin
+                )
+            if not unproven and not beaten:
                 return kernels, choice
-            for candidate, shape in unproven:
-                column = self.keys.index(candidate.key())
-                rows = [self.shape_index[s] for s, k in choice.items() if kernels[k] == column]
-                if self._measured_rows(column).intersection(rows):  # a remainder unproven
-                    mask = self.remainders.masks[self.shape_index[shape], column]
-                    rows = [row for row in rows if self.remainders.masks[row, column] == mask]
+            masks = self.remainders.masks
+            for _, shape, column, mask in unproven:
+                rows = regions[column]
+                if mask is not None:  # no side-by-side pair in a class it shares with it
+                    rows = [row for row in rows if joint[row, column] == mask]
+                elif self._measured_rows(column).intersection(rows):  # a remainder unproven
+                    at = masks[self.shape_index[shape], column]
+                    rows = [row for row in rows if masks[row, column] == at]
+                estimate[rows, column] = math.inf
+            for column, rows in beaten.items():
                 estimate[rows, column] = math.inf
 
-    def _unproven(
-        self, kernels: list[int], choice: dict[Shape, int]
-    ) -> list[tuple[Candidate, Shape]]:
-        """Measurements each chosen kernel lacks where it is chosen (see
-        :meth:`RemainderClasses.unproven`), not yet measured."""
-        regions = {
+    def _regions(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
+        """Each chosen kernel's column (IREE's default aside) -> the rows it is chosen for."""
+        return {
             column: [self.shape_index[shape] for shape, k in choice.items() if k == position]
             for position, column in enumerate(kernels)
             if not isinstance(self.candidates[column], DefaultCandidate)
         }
-        wanted = self.remainders.unproven(regions, self._measured_rows)
-        pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
-        return [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
+
+    def _joint_masks(self) -> np.ndarray:
+        """Remainder classes shared with IREE's default (its tile: the model's)."""
+        return self.remainders.with_default(getattr(self.model, "default_tile", 1))
+
+    def _seconds(self, column: int, row: int) -> float | None:
+        found = self.measured.get((self.keys[column], self.shapes[row]))
+        return found if found is not None and math.isfinite(found) else None
+
+    def _unproven(
+        self, kernels: list[int], choice: dict[Shape, int]
+    ) -> list[tuple[Candidate, Shape, int, int | None]]:
+        """(what to measure, where, for which chosen kernel, the class it is IREE's default
+        for or None): the measurements each chosen kernel lacks where it is chosen (see
+        :meth:`RemainderClasses.unproven`), then the default beside its evidence."""
+        regions = self._regions(kernels, choice)
+        wanted: list[tuple[Candidate, Shape, int, int | None]] = [
+            (self.candidates[column], self.shapes[row], column, None)
+            for column, row in self.remainders.unproven(regions, self._measured_rows)
+        ]
+        if not wanted and self.default is not None:
+            wanted = [
+                (self.candidates[measure], self.shapes[row], column, mask)
+                for measure, row, column, mask in baseline_wants(
+                    self._joint_masks(),
+                    regions,
+                    self._measured_rows,
+                    self.default,
+                )
+            ]
+        return [w for w in wanted if (w[0].key(), w[1]) not in self.measured]
 
     def _measured_rows(self, column: int) -> set[int]:
         key = self.keys[column]
@@ -390,7 +431,8 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self._reserve()
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
-            pairs = self._unproven(kernels, choice) or self.verification_pairs(
+            pairs = [(c, s) for c, s, _, _ in self._unproven(kernels, choice)]
+            pairs = list(dict.fromkeys(pairs)) or self.verification_pairs(
                 estimate, kernels, choice, min(limit, remaining)
             )
             if not pairs:
@@ -449,28 +491,6 @@ class ShapeGenericSearch:
 
     def _picked(self, candidate: Candidate) -> Shape:
         return tuple(self._cherry_pick(self.workload, candidate, self.shapes))
-
-
-def _coarse_to_fine(shapes: Sequence[Shape]) -> list[Shape]:
-    """Ends first, then midpoints of ever smaller intervals (a van der Corput order)."""
-    count = len(shapes)
-    if count <= 2:
-        return list(shapes)
-    order = [0, count - 1]
-    seen = set(order)
-    step = count - 1
-    while len(order) < count and step > 1:
-        half = step / 2
-        position = half
-        while position < count - 1:
-            index = round(position)
-            if index not in seen:
-                seen.add(index)
-                order.append(index)
-            position += step
-        step = half
-    order += [i for i in range(count) if i not in seen]
-    return [shapes[i] for i in order]
 
 
 def _geomean(values: Sequence[float]) -> float:
