@@ -563,10 +563,15 @@ def test_real_records_are_ranked_well_from_cherry_picked_measurements():
     assert set(correlation.per_shape) == {(1,), (17,), (128,), (513,)}
     assert correlation.mean > 0.9 and correlation.worst > 0.85
     assert regret.mean < 0.05 and regret.worst < 0.1
-    # the default's records say its effective tile is 16 (17 rows cost 32)
-    full = CostModel(dense(), target, 1)
+    # without a call floor, the default's records say its effective tile is 16 (17 rows
+    # cost 32); with one, the floor takes the time that does not grow with M (the weight
+    # streamed at M = 1: 65 us of the fastest call's 93) and the tile no longer shows
+    full = CostModel(dense(), target, 1, call_floor=False)
     full.update(records)
-    assert full.default_tile == 16
+    assert full.default_tile == 16 and full.floor_seconds == 0.0
+    floored = CostModel(dense(), target, 1)
+    floored.update(records)
+    assert 50e-6 < floored.floor_seconds < 80e-6
 
 
 def test_the_report_command_prints_the_documented_protocol_on_the_real_records(

@@ -150,8 +150,10 @@ class CostModel(AdaptationModel):
         *,
         route: str | None = None,
         regressor_params: Mapping[str, Any] | None = None,
+        call_floor: bool = True,
     ) -> None:
         super().__init__(workload, target, parallel_units, seed, route)
+        self.call_floor = call_floor  # False: no floor fitted (the model before call_floor.py)
         self.target: Target = target
         self.regressor_params = dict(regressor_params or {})  # over REGRESSOR_PARAMS (tests)
         self.curve_calibrated = (False, False)  # (below, above) fitted from data
@@ -223,7 +225,7 @@ class CostModel(AdaptationModel):
                     if obs.usable
                 ]
             )
-        self.floor_seconds = fit_floor(groups)
+        self.floor_seconds = fit_floor(groups) if self.call_floor else 0.0
 
     def _calibrate_default_tile(self) -> None:
         """The default's effective tile: the choice that makes its f most shape independent.
