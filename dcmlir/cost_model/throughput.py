@@ -215,6 +215,8 @@ class CostModel(AdaptationModel):
     def _calibrate_floor(self) -> None:
         """The call floor (:mod:`dcmlir.cost_model.call_floor`), with the prior tile and curve."""
         self.floor_seconds = 0.0
+        if not self.call_floor:
+            return
         groups = []
         for key, observations in self._observations.items():
             tiling = self._tiling_of(self._candidates[key])
@@ -225,7 +227,7 @@ class CostModel(AdaptationModel):
                     if obs.usable
                 ]
             )
-        self.floor_seconds = fit_floor(groups) if self.call_floor else 0.0
+        self.floor_seconds = fit_floor(groups)
 
     def _calibrate_default_tile(self) -> None:
         """The default's effective tile: the choice that makes its f most shape independent.
