@@ -18,7 +18,8 @@ from helpers import DENSE, dense_with_range
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
-from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows
+from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
+from dcmlir.search.remainders import greedy_cover, log_distance
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
@@ -199,27 +200,56 @@ def test_no_kernel_keeps_a_shape_where_the_default_was_faster_beside_it(tmp_path
     assert_never_slower_than_the_default(measurer, result, budget)
 
 
-def test_a_pair_where_the_kernel_lost_rules_it_out_of_the_rows_its_class_covers() -> None:
-    """Rows 0-3, one kernel (column 0) and IREE's default (column 1). Classes: row 0 none,
-    rows 1-2 class 1, row 3 class 3. The kernel lost beside the default at row 2 (class 1)
-    and won at row 3 (class 3): rows of class 1 have a losing pair and a winning one that
-    covers them (class 3 has more remainders), so nothing is ruled out; with row 3's
-    pair gone, rows 0-2 are (row 2's class covers row 0's) and row 3, with no pair, is not
-    (that is a want)."""
+def test_the_closest_pair_decides_whether_the_kernel_lost_beside_the_default() -> None:
+    """Rows T = 4..7, one kernel (column 0) and IREE's default (column 1). Classes: row 0
+    none, rows 1-2 class 1, row 3 class 3. The kernel lost beside the default at row 2
+    (class 1) and won at row 3 (class 3). Rows 0-2 are closest to row 2's pair (a pair at
+    a row decides it) and are ruled out; row 3 is covered only by its own pair, a win."""
     masks = np.array([[0, 0], [1, 0], [1, 0], [3, 0]])
+    shapes = [(4,), (5,), (6,), (7,)]
+    distance, near = log_distance(shapes), np.ones((4, 4), dtype=bool)
     times = {(0, 2): 2.0, (1, 2): 1.0, (0, 3): 1.0, (1, 3): 2.0}
 
     def seconds(column: int, row: int) -> float | None:
         return times.get((column, row))
 
     regions = {0: [0, 1, 2, 3]}
-    assert beaten_rows(masks, regions, seconds, default=1, margin=0.02) == {}
-    del times[(0, 3)]
-    assert beaten_rows(masks, regions, seconds, default=1, margin=0.02) == {0: [0, 1, 2]}
-    # the pairs it lacks: classes 0 and 1 have row 2's pair (class 1 covers class 0); in
-    # class 3 the kernel was never measured, so it is asked for first, at row 3
-    measured = {0: {2}, 1: {2}}
-    assert baseline_wants(masks, regions, lambda c: measured[c], default=1) == [(0, 3, 0, 3)]
-    # measured there, the default is asked for beside it
-    measured = {0: {2, 3}, 1: {2}}
-    assert baseline_wants(masks, regions, lambda c: measured[c], default=1) == [(1, 3, 0, 3)]
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1, 2]}
+    times[(0, 2)] = 0.9  # a win at row 2: nothing is ruled out
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
+    times[(0, 2)] = 1.01  # within the tie margin: a tie keeps the kernel
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
+
+
+def test_a_pair_speaks_only_for_shapes_near_it() -> None:
+    """T = 1, 2, 8, 16, one class, reach 4: T = 2 is near 1 and 8, T = 8 near 2 and 16.
+    The kernel (column 0) was measured at T = 2: the default is asked beside it, and the
+    kernel at T = 8 for T = 16, which no measurement near it covers; once both are, the
+    default beside the kernel at T = 8."""
+    shapes = [(1,), (2,), (8,), (16,)]
+    near = log_distance(shapes) <= math.log(4) + 1e-9
+    masks = np.zeros((4, 2), dtype=np.int64)
+    regions = {0: [0, 1, 2, 3]}
+    measured: dict[int, set[int]] = {0: {1}, 1: set()}
+    assert unpaired_rows(masks, near, regions, lambda c: measured[c], 1) == {0: [0, 1, 2, 3]}
+    assert baseline_wants(masks, near, regions, lambda c: measured[c], 1) == [(1, 1), (0, 2)]
+    measured = {0: {1, 2}, 1: {1}}
+    assert unpaired_rows(masks, near, regions, lambda c: measured[c], 1) == {0: [3]}
+    assert baseline_wants(masks, near, regions, lambda c: measured[c], 1) == [(1, 2)]
+    measured = {0: {1, 2}, 1: {1, 2}}
+    assert unpaired_rows(masks, near, regions, lambda c: measured[c], 1) == {}
+
+
+def test_greedy_cover_measures_where_most_is_covered_and_prefers_the_defaults_rows() -> None:
+    """Rows T = 1..64 (reach 4). T = 4 covers 1..16, all of them at once. Rows T = 1..3 and
+    60..64 need two measurements; among the equals for 1..3 (T = 1..4 each cover all
+    three) the row the default was measured at (T = 2) is taken."""
+    shapes = [(t,) for t in range(1, 65)]
+    cover = log_distance(shapes) <= math.log(4) + 1e-9
+    everything = list(range(64))
+    assert greedy_cover(cover, everything, list(range(16)), ()) == [3]
+    low_and_high = [0, 1, 2, *range(59, 64)]
+    chosen = greedy_cover(cover, everything, low_and_high, {1})
+    assert len(chosen) == 2 and 1 in chosen
+    assert cover[chosen][:, low_and_high].any(axis=0).all()
+    assert greedy_cover(cover, [0], [63], ()) == []  # nothing among the rows reaches it

@@ -1,11 +1,13 @@
 """IREE's default measured beside every chosen kernel's evidence: the never-slower rule.
 
-A kernel keeps a shape only where measurements say it beats IREE's default there.
-Classes are the remainder classes a kernel and the default share: the kernel's own
+A kernel keeps a shape only where measurements say it beats IREE's default there. A
+side-by-side pair is a shape where both were measured; it is evidence for the shapes it
+covers (:func:`dcmlir.search.remainders.cover_matrix`): near it (every dynamic extent
+within :data:`~dcmlir.search.remainders.REACH`), in a remainder class the kernel and the
+default share with at most its remainders. Classes: the kernel's own
 (:mod:`dcmlir.search.remainders`) and the default's, from its effective tile in the cost
-model (:meth:`RemainderClasses.with_default`). In each class of a kernel's region, the
-kernel is measured once, then the default at one of those shapes. The kernel is ruled
-out of every shape where all such side-by-side pairs of its class show it slower.
+model (:meth:`RemainderClasses.with_default`). A kernel is ruled out of every shape where
+all pairs covering it show it slower, and of every shape no pair covers.
 Without this rule, a kernel measured at 157 us at T = 21 of attention scores kept 30 T
 against the default's *estimate*; the default was never measured there and takes 39 us.
 The kernel ran up to 5.7x slower than the default (benchmarks/never_slower.py, budget
@@ -18,74 +20,93 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["baseline_wants", "beaten_rows"]
+from dcmlir.search.remainders import cover_matrix, greedy_cover
+
+__all__ = ["baseline_wants", "beaten_rows", "unpaired_rows"]
 
 Regions = Mapping[int, Sequence[int]]
 """Each chosen kernel's column -> the shape rows it is chosen for."""
 
 
-def _covering(masks: np.ndarray, column: int, rows: Sequence[int], mask: int) -> list[int]:
-    """The rows whose class has at least ``mask``'s remainders (evidence for ``mask``)."""
-    return [row for row in rows if int(masks[row, column]) & mask == mask]
-
-
-def baseline_wants(
-    masks: np.ndarray,
+def unpaired_rows(
+    joint: np.ndarray,
+    near: np.ndarray,
     regions: Regions,
     measured_rows: Callable[[int], set[int]],
     default: int,
-) -> list[tuple[int, int, int, int]]:
-    """``(column to measure, row, kernel column, class)``: what a side-by-side pair lacks.
+) -> dict[int, list[int]]:
+    """Each kernel's rows that no side-by-side pair covers.
 
-    ``masks``: the classes a kernel shares with the default
-    (:meth:`RemainderClasses.with_default`). For each class of a kernel's region, the
-    kernel must have been measured in it (or with more remainders), and the default at
-    one of those rows. A kernel never measured in the class is asked for first, at the
-    class's middle row in its region; then the default, at the middle one of the
-    kernel's rows.
+    ``joint``: the classes a kernel shares with the default
+    (:meth:`RemainderClasses.with_default`); ``near``: which rows are near which.
     """
     have = measured_rows(default)
-    wants: list[tuple[int, int, int, int]] = []
+    found: dict[int, list[int]] = {}
     for column, region in regions.items():
-        measured = sorted(measured_rows(column))
-        for mask in sorted({int(masks[row, column]) for row in region}):
-            evidence = _covering(masks, column, measured, mask)
-            if not evidence:
-                rows = [row for row in sorted(region) if int(masks[row, column]) == mask]
-                wants.append((column, rows[len(rows) // 2], column, mask))
-            elif not have.intersection(evidence):
-                wants.append((default, evidence[len(evidence) // 2], column, mask))
+        pairs = sorted(measured_rows(column) & have)
+        covered = cover_matrix(joint[:, column], near)[pairs].any(axis=0)
+        rows = [row for row in region if not covered[row]]
+        if rows:
+            found[column] = rows
+    return found
+
+
+def baseline_wants(
+    joint: np.ndarray,
+    near: np.ndarray,
+    regions: Regions,
+    measured_rows: Callable[[int], set[int]],
+    default: int,
+) -> list[tuple[int, int]]:
+    """``(column to measure, row)``: what would pair every row of :func:`unpaired_rows`.
+
+    The default first, beside the kernel's own measurements that cover most of them
+    (one measurement a pair); for rows none of those covers, the kernel, at a row where
+    the default was measured when one covers as many (else the default follows there).
+    """
+    have = measured_rows(default)
+    wants: list[tuple[int, int]] = []
+    for column, missing in unpaired_rows(joint, near, regions, measured_rows, default).items():
+        cover = cover_matrix(joint[:, column], near)
+        own = sorted(measured_rows(column))
+        beside = greedy_cover(cover, own, missing, ()) if own else []
+        wants += [(default, row) for row in beside]
+        left = [row for row in missing if not cover[beside, row].any()]
+        if left:
+            wants += [(column, row) for row in greedy_cover(cover, regions[column], left, have)]
     return wants
 
 
 def beaten_rows(
-    masks: np.ndarray,
+    joint: np.ndarray,
+    near: np.ndarray,
+    distance: np.ndarray,
     regions: Regions,
     seconds: Callable[[int, int], float | None],
     default: int,
     margin: float,
 ) -> dict[int, list[int]]:
-    """Each kernel's rows where every side-by-side pair of its class shows it slower.
-
-    A pair is a row where both the kernel and the default were measured. It covers the
-    rows whose class has at most its remainders. The kernel is slower there when its time
-    exceeds the default's by more than ``margin``.
-    """
+    """Each kernel's rows where the closest side-by-side pairs covering them
+    (``distance[pair row, row]``; a pair at the row itself decides) show it slower than
+    the default by more than ``margin``."""
     found: dict[int, list[int]] = {}
     for column, region in regions.items():
         pairs = [
             (row, kernel, baseline)
-            for row in range(masks.shape[0])
+            for row in range(joint.shape[0])
             if (kernel := seconds(column, row)) is not None
             and (baseline := seconds(default, row)) is not None
         ]
         if not pairs:
             continue
+        cover = cover_matrix(joint[:, column], near)
         beaten = []
         for row in region:
-            mask = int(masks[row, column])
-            covering = [(k, b) for r, k, b in pairs if int(masks[r, column]) & mask == mask]
-            if covering and all(k > b * (1 + margin) for k, b in covering):
+            covering = [(distance[r, row], k, b) for r, k, b in pairs if cover[r, row]]
+            if not covering:
+                continue
+            closest = min(d for d, _, _ in covering)
+            if all(k > b * (1 + margin) for d, k, b in covering if d == closest):
                 beaten.append(row)
         if beaten:
             found[column] = beaten

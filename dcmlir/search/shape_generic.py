@@ -1,19 +1,22 @@
 """Shape-generic search (DietCode; docs/design.md, section 7) under a measurement budget.
 
-1. Measure every candidate once, on its cherry-picked shape (where its
-   padding and occupancy are best), and fit the cost model.
+1. Measure candidates once each, on their cherry-picked shape (where padding and
+   occupancy are best), a spread subset when they are more than a quarter of the
+   budget, and fit the cost model.
 2. Estimate the whole (shape x candidate) table: a measurement where there is
    one, else the model's prediction corrected by how wrong the model was for
    that candidate at its nearest measured shapes.
 3. Keep each shape's top-k candidates and cover all shapes with at most
    ``max_kernels`` kernels (greedy set cover); give each shape its best kernel.
-4. Verify the chosen (shape, kernel) pairs and close contenders by
+4. Verify a few spread shapes of each chosen kernel and close contenders by
    measurement, refit, and select again; stop when the budget is spent or
    nothing is left worth measuring.
-5. Prove: every round, and with a reserve of the budget at the end, measure each
-   chosen kernel where it is chosen, once per remainder class
-   (:mod:`dcmlir.search.remainders`); a kernel still unproven when the budget is
-   spent is ruled out there and the rest selected again.
+5. Prove: every round, and with a reserve of the budget at the end (where only
+   measured kernels are selected), measure each chosen kernel so that every shape
+   it is chosen for has a measurement near it in its remainder class
+   (:mod:`dcmlir.search.remainders`), and IREE's default beside it
+   (:mod:`dcmlir.search.baseline_evidence`); a kernel still unproven when the
+   budget is spent is ruled out there and the rest selected again.
 
 A failed build or run is infinitely slow where it failed (everywhere, if it never
 ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
@@ -25,9 +28,7 @@ uninterrupted one and re-measures nothing.
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -40,10 +41,11 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows
+from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
+from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.shapes import Shape, coarse_to_fine
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.workload import Workload
@@ -66,14 +68,18 @@ class SearchSettings:
     max_kernels: int = 8
     top_k: int = 4
     verify_batch: int = 64  # pairs measured per verification round
+    verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
+    first_share: float = 0.25  # of the budget, at most, for the first measurements
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.budget < 1 or self.max_kernels < 1 or self.top_k < 1 or self.verify_batch < 1:
+        if min(self.budget, self.max_kernels, self.top_k, self.verify_batch) < 1:
             raise ValueError("budget, max_kernels, top_k and verify_batch must be >= 1")
+        if self.verify_per_kernel < 1 or not 0 < self.first_share <= 1:
+            raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
 
 
 @dataclass
@@ -100,48 +106,6 @@ class SearchResult:
             return self.measured[key], True
         column = [c.key() for c in self.candidates].index(candidate.key())
         return float(self.estimate[self.shapes.index(shape), column]), False
-
-
-def shapes_in_range(workload: Workload, max_shapes: int, seed: int = 0) -> list[Shape]:
-    """Every combination of the dynamic dims' ranges, or a deterministic sample of it.
-
-    A sample keeps both ends of each range and the small values (1..8), where
-    kernels differ most, the diagonal when all dims share one range, and fills
-    the rest uniformly.
-    """
-    ranges = []
-    for dim in workload.dynamic_dims:
-        if dim.range is None:
-            raise ValueError(
-                f"dynamic loop d{dim.index} of {workload.kind} has no range; "
-                "give one (--dims LO:HI)"
-            )
-        ranges.append(dim.range)
-    total = math.prod(hi - lo + 1 for lo, hi in ranges)
-    if total <= max_shapes:
-        return [tuple(s) for s in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges))]
-    rng = random.Random(seed)
-    must: set[Shape] = set()  # kept whatever the sampling: both ends, the small values
-    if len(ranges) == 1:
-        lo, hi = ranges[0]
-        must = {(v,) for v in (*range(lo, min(hi, lo + 7) + 1), hi)}
-    elif len(set(ranges)) == 1:
-        # dims with one range are often one length (attention's T x T): keep the diagonal
-        lo, hi = ranges[0]
-        values = set(range(lo, min(hi, lo + 7) + 1)) | {hi}
-        values |= set(rng.sample(range(lo, hi + 1), min(hi - lo + 1, max_shapes // 2)))
-        must = {(v,) * len(ranges) for v in values}
-    axes = []
-    per_axis = max(2, round(max_shapes ** (1 / len(ranges))))
-    for lo, hi in ranges:
-        small = list(range(lo, min(hi, lo + 7) + 1))
-        rest = sorted(rng.sample(range(lo, hi + 1), min(hi - lo + 1, per_axis)))
-        axes.append(sorted({*small, *rest, lo, hi}))
-    found = sorted(set(itertools.product(*axes)) - must)
-    room = max_shapes - len(must)
-    if len(found) > room:
-        found = rng.sample(found, max(room, 0))
-    return sorted(must | set(found))
 
 
 class ShapeGenericSearch:
@@ -289,8 +253,14 @@ class ShapeGenericSearch:
         """Unmeasured pairs worth a measurement, most useful first, at most ``limit``."""
         wanted: list[tuple[int, Shape]] = []
         # 1. each shape's choice, spread coarse-to-fine over the range
+        per_kernel: dict[int, int] = {}
         for shape in coarse_to_fine(self.shapes):
-            wanted.append((kernels[choice[shape]], shape))
+            column = kernels[choice[shape]]
+            if (self.keys[column], shape) in self.measured:
+                continue
+            per_kernel[column] = per_kernel.get(column, 0) + 1
+            if per_kernel[column] <= self.settings.verify_per_kernel:
+                wanted.append((column, shape))
         # 2. close contenders among the chosen kernels, and the model's favourite overall
         for shape in coarse_to_fine(self.shapes):
             row = self.shape_index[shape]
@@ -316,36 +286,40 @@ class ShapeGenericSearch:
 
     def _reserve(self) -> int:
         """Measurements kept back for proving the final choice (:meth:`_unproven`)."""
-        return max(2 * self.settings.max_kernels, self.settings.budget // 10)
+        budget = self.settings.budget
+        return min(max(2 * self.settings.max_kernels, budget // 10), budget // 4)
 
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
-        a kernel still unproven where it was chosen, or measured slower than IREE's default
-        beside it there (:mod:`.baseline_evidence`), is ruled out there (the default, or a
-        proven kernel, takes the shapes) and the rest is selected again."""
+        a kernel is ruled out of the rows none of its measurements covers, no
+        side-by-side pair with IREE's default covers, or where the pairs covering them
+        show it slower (:mod:`.baseline_evidence`); the default, or a proven kernel, takes
+        them and the rest is selected again."""
         estimate = estimate.copy()
         while True:
             kernels, choice = self.select(estimate)
             regions = self._regions(kernels, choice)
-            unproven = self._unproven(kernels, choice)
-            joint = self._joint_masks()
-            beaten = {}
+            out = self.remainders.unproven_rows(regions, self._measured_rows)
             if self.default is not None:
-                beaten = beaten_rows(
-                    joint, regions, self._seconds, self.default, self.settings.tie_margin
-                )
-            if not unproven and not beaten:
+                joint, near = self._joint_masks(), self.remainders.near
+                for found in (
+                    unpaired_rows(joint, near, regions, self._measured_rows, self.default),
+                    beaten_rows(
+                        joint,
+                        near,
+                        self.remainders.distance,
+                        regions,
+                        self._seconds,
+                        self.default,
+                        self.settings.tie_margin,
+                    ),
+                ):
+                    for column, rows in found.items():
+                        out.setdefault(column, []).extend(rows)
+            finite = [(c, rows) for c, rows in out.items() if np.isfinite(estimate[rows, c]).any()]
+            if not finite:  # proven, or nothing proven is left to take those rows
                 return kernels, choice
-            masks = self.remainders.masks
-            for _, shape, column, mask in unproven:
-                rows = regions[column]
-                if mask is not None:  # no side-by-side pair in a class it shares with it
-                    rows = [row for row in rows if joint[row, column] == mask]
-                elif self._measured_rows(column).intersection(rows):  # a remainder unproven
-                    at = masks[self.shape_index[shape], column]
-                    rows = [row for row in rows if masks[row, column] == at]
-                estimate[rows, column] = math.inf
-            for column, rows in beaten.items():
+            for column, rows in finite:
                 estimate[rows, column] = math.inf
 
     def _regions(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
@@ -366,26 +340,26 @@ class ShapeGenericSearch:
 
     def _unproven(
         self, kernels: list[int], choice: dict[Shape, int]
-    ) -> list[tuple[Candidate, Shape, int, int | None]]:
-        """(what to measure, where, for which chosen kernel, the class it is IREE's default
-        for or None): the measurements each chosen kernel lacks where it is chosen (see
-        :meth:`RemainderClasses.unproven`), then the default beside its evidence."""
+    ) -> list[tuple[Candidate, Shape]]:
+        """What each chosen kernel lacks where it is chosen: its own measurements covering
+        its rows (:meth:`RemainderClasses.unproven`, at rows where IREE's default was
+        measured when that costs nothing), then the default beside them."""
         regions = self._regions(kernels, choice)
-        wanted: list[tuple[Candidate, Shape, int, int | None]] = [
-            (self.candidates[column], self.shapes[row], column, None)
-            for column, row in self.remainders.unproven(regions, self._measured_rows)
-        ]
+        have = self._measured_rows(self.default) if self.default is not None else set()
+        wanted = self.remainders.unproven(regions, self._measured_rows, have)
         if not wanted and self.default is not None:
-            wanted = [
-                (self.candidates[measure], self.shapes[row], column, mask)
-                for measure, row, column, mask in baseline_wants(
-                    self._joint_masks(),
-                    regions,
-                    self._measured_rows,
-                    self.default,
-                )
-            ]
-        return [w for w in wanted if (w[0].key(), w[1]) not in self.measured]
+            wanted = baseline_wants(
+                self._joint_masks(),
+                self.remainders.near,
+                regions,
+                self._measured_rows,
+                self.default,
+            )
+        pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
+        return [p for p in dict.fromkeys(pairs) if (p[0].key(), p[1]) not in self.measured]
+
+    def _never_measured(self) -> list[int]:
+        return [column for column in range(len(self.keys)) if not self._measured_rows(column)]
 
     def _measured_rows(self, column: int) -> set[int]:
         key = self.keys[column]
@@ -413,6 +387,8 @@ class ShapeGenericSearch:
         while True:
             progress.set(self.used)
             estimate, predicted = self.estimate()
+            if settings.budget - self.used <= self._reserve():  # prove, discover no more
+                estimate[:, self._never_measured()] = math.inf
             kernels, choice = self.select(estimate)
             history.append(
                 {
@@ -431,8 +407,7 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self._reserve()
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
-            pairs = [(c, s) for c, s, _, _ in self._unproven(kernels, choice)]
-            pairs = list(dict.fromkeys(pairs)) or self.verification_pairs(
+            pairs = self._unproven(kernels, choice) or self.verification_pairs(
                 estimate, kernels, choice, min(limit, remaining)
             )
             if not pairs:
@@ -463,7 +438,7 @@ class ShapeGenericSearch:
         IREE's default; IREE's data tiling at one tile and at the most tiles (its line:
         the strongest IREE build, which every family is compared with); each packed
         kernel at its bound; the other candidates on their cherry-picked shapes (a spread
-        subset when they are more than half the budget); last, the packed kernels' second
+        subset when they are more than a quarter of the budget); last, the packed kernels' second
         points (M = 1)."""
         rows = self.rows
         first: list[tuple[Candidate, Shape]] = []
@@ -482,7 +457,8 @@ class ShapeGenericSearch:
             else:  # a bounded kernel: its bound first (the most rows it serves)
                 first.append((candidate, shapes[-1]))
                 later += [(candidate, shape) for shape in shapes[:-1]]
-        room = max(self.settings.budget // 2 - len({c.key() for c, _ in first}), 0)
+        share = int(self.settings.budget * self.settings.first_share)
+        room = max(share - len({c.key() for c, _ in first}), 0)
         if len(rest) > room:
             step = len(rest) / max(room, 1)
             rest = [rest[int(i * step)] for i in range(room)]
