@@ -139,6 +139,10 @@ def test_selection_keeps_one_family_and_merges_near_ties() -> None:
         ]
     )
     assert kernel_families(candidates) == [[0], [1, 2, 3]]
+    # faster overall, but slower than the default at T = 1, 2: the default's family wins
+    used, _ = select_kernels(table, shapes, candidates, SearchSettings())
+    assert used == [0]
+    table[:, 0] *= 3  # a default 30 us per row: the packed family is never slower
     used, choice = select_kernels(table, shapes, candidates, SearchSettings())
     assert set(used) <= {1, 2, 3}  # the packed family is faster overall: no default mixed in
     picked = {shape: candidates[used[k]].key() for shape, k in choice.items()}
