@@ -11,7 +11,9 @@ with 16 heads of size 80), T dynamic in 1..128:
 2. ``dcmlir bench`` at 40 T (1..17 one by one, primes, powers of two and their
    neighbours, 128) against IREE's default, IREE data tiling, onnxruntime, numpy and
    torch: one thread, side by side in one process, interleaved per T, every output
-   checked against a float64 reference.
+   checked against a float64 reference;
+3. every T above 1.03 timed again beside the two IREE builds alone, with 15 rounds
+   (``--recheck-only``: this step alone, on results already on disk).
 
 Per T, dcmlir's time over the faster of IREE default and IREE data tiling: the table
 in docs/benchmarks.md (between the ``never-slower`` markers) gives the worst T, how many
@@ -31,7 +33,14 @@ from pathlib import Path
 
 from bert_workloads import DENSE, dense_module, scores_module
 from bert_workloads import workloads as bert_workloads
-from constant_weight_bench import BASELINES, RANGE, geomean, ratios, replace_section
+from constant_weight_bench import (
+    BASELINES,
+    PEERS,
+    RANGE,
+    geomean,
+    ratios,
+    replace_section,
+)
 
 import dcmlir
 from dcmlir.bench import BenchResult, BenchSettings, bench, load_result, write_outputs
@@ -42,10 +51,32 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- never-slower:begin -->", "<!-- never-slower:end -->"
 SHAPES = sorted(
-    {*range(1, 18), 19, 23, 24, 29, 31, 32, 33, 37, 48, 61, 63, 64, 65, 77, 89, 96, 97, 100}
+    {
+        *range(1, 18),
+        19,
+        23,
+        24,
+        29,
+        31,
+        32,
+        33,
+        37,
+        48,
+        61,
+        63,
+        64,
+        65,
+        77,
+        89,
+        96,
+        97,
+        100,
+    }
     | {101, 112, 113, 127, 128}
 )
 COMMAND = "python benchmarks/never_slower.py"
+RECHECK = 1.03  # a T where dcmlir is above this ratio is timed again (issue 14's re-measurement)
+RECHECK_ROUNDS = 15
 
 TRANSPOSED = """func.func @main(%x: tensor<?x512xf32>, %w: tensor<2048x512xf32>) -> tensor<?x2048xf32> {
   %c0 = arith.constant 0 : index
@@ -89,7 +120,12 @@ def run(name: str, text: str, budget: int, records: Path, out: Path) -> BenchRes
     plan = records / f"{name}.plan.json"
     say(f"{name}: tuning {tuned.name}, budget {budget}")
     dcmlir.tune(
-        tuned, dims=[RANGE], budget=budget, db=records / "tune.jsonl", output=plan, min_time=0.03
+        tuned,
+        dims=[RANGE],
+        budget=budget,
+        db=records / "tune.jsonl",
+        output=plan,
+        min_time=0.03,
     )
     say(f"{name}: timing {', '.join(BASELINES)} at {len(SHAPES)} T")
     result = bench(
@@ -105,8 +141,37 @@ def run(name: str, text: str, budget: int, records: Path, out: Path) -> BenchRes
     )
     result.info["budget"] = budget
     result.info["held_out"] = name in HELD_OUT
+    result.info["rechecked"] = recheck(name, result, records)
     write_outputs(result, out)
     return result
+
+
+def recheck(name: str, result: BenchResult, records: Path) -> dict[str, float]:
+    """Each T where dcmlir was above :data:`RECHECK` of the best IREE build, timed again
+    beside the two IREE builds alone with more rounds: the re-measurement that tells a
+    noisy moment from a loss. Keys: the shape as ``"T"``; values: the new ratio."""
+    own = ratios(result, "dcmlir")
+    flagged = [shape for ratio, shape in zip(own, result.shapes, strict=False) if ratio > RECHECK]
+    if not flagged:
+        return {}
+    say(f"{name}: timing {len(flagged)} T above {RECHECK} again, {RECHECK_ROUNDS} rounds")
+    again = bench(
+        records / f"{name}.mlir",
+        plan=records / f"{name}.plan.json",
+        dims=[RANGE],
+        shapes=flagged,
+        settings=BenchSettings(
+            baselines=("dcmlir", *PEERS), rounds=RECHECK_ROUNDS, weights=result.weights
+        ),
+        db=records / "oracle.jsonl",
+        name=name,
+    )
+    found = ratios(again, "dcmlir")
+    return {_label(s): r for s, r in zip(again.shapes, found, strict=False)}
+
+
+def _label(shape: tuple[int, ...]) -> str:
+    return ",".join(map(str, shape))
 
 
 def section(by_budget: dict[int, list[BenchResult]]) -> str:
@@ -126,9 +191,15 @@ def section(by_budget: dict[int, list[BenchResult]]) -> str:
         "kernel is what dcmlir dispatched at the worst T (`datatiled`: IREE's data-tiled "
         "lowering, the same code as the data-tiling build, so a ratio off 1 there is noise).",
         "",
+        "",
+        f"Every T above {RECHECK} is then timed again beside the two IREE builds alone"
+        f" ({RECHECK_ROUNDS} rounds instead of 5): the last three columns take those ratios"
+        " (a T whose first ratio was noise falls back under the line).",
+        "",
         "| budget | workload | worst ratio (T) | kernel there | T above 1.03 | T above 1.11 "
-        "| geomean ratio | geomean over IREE default |",
-        "|---:|---|---:|---|---:|---:|---:|---:|",
+        "| geomean ratio | geomean over IREE default | re-measured: worst (T) "
+        "| above 1.03 | above 1.11 |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for budget, results in sorted(by_budget.items()):
         for result in results:
@@ -142,10 +213,22 @@ def section(by_budget: dict[int, list[BenchResult]]) -> str:
             label = ",".join(map(str, shape))
             cell = result.cell(shape, "dcmlir")
             kernel = f"`{cell.kernel}`" if cell is not None and cell.kernel else ""
+            again = result.info.get("rechecked")
+            final = [
+                again.get(_label(s), r) if again is not None else r
+                for r, s in zip(own, result.shapes, strict=False)
+            ]
+            last, last_shape = max(zip(final, result.shapes, strict=False))
+            rechecked = (
+                f"{last:.2f} (T={_label(last_shape)}) | {sum(r > 1.03 for r in final)} "
+                f"| {sum(r > 1.11 for r in final)}"
+                if again is not None
+                else "not re-measured | | "
+            )
             lines.append(
                 f"| {budget} | `{result.name}` | {worst:.2f} (T={label}) | {kernel} "
                 f"| {sum(r > 1.03 for r in own)} | {sum(r > 1.11 for r in own)} "
-                f"| {geomean(own):.2f} | {1 / geomean(default):.2f}x |"
+                f"| {geomean(own):.2f} | {1 / geomean(default):.2f}x | {rechecked} |"
             )
     lines += ["", f"Machine: {next(iter(by_budget.values()))[0].target}.", END]
     return "\n".join(lines)
@@ -166,16 +249,27 @@ def main() -> int:
     parser.add_argument("--workloads", default=",".join(texts))
     parser.add_argument("--budget", type=int, default=60, help="tuning budget per workload")
     parser.add_argument(
-        "--report", default="", help="budgets in the docs table (default: the ones on disk)"
+        "--report",
+        default="",
+        help="budgets in the docs table (default: the ones on disk)",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
+    parser.add_argument(
+        "--recheck-only",
+        action="store_true",
+        help="only time again the T above 1.03 of results already on disk, then the docs",
+    )
     args = parser.parse_args()
     out = ROOT / "docs" / "results" / "never_slower" / f"b{args.budget}"
     records = ROOT / "results" / "never_slower" / f"b{args.budget}"
     for name in args.workloads.split(","):
         if name not in texts:
             parser.error(f"unknown workload '{name}' (known: {', '.join(texts)})")
-        if not args.report_only:
+        if args.recheck_only:
+            result = load_result(out / f"{name}.json")
+            result.info["rechecked"] = recheck(name, result, records)
+            write_outputs(result, out)
+        elif not args.report_only:
             run(name, texts[name], args.budget, records, out)
     on_disk = sorted(
         int(p.name[1:]) for p in (ROOT / "docs" / "results" / "never_slower").glob("b*")

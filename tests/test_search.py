@@ -19,7 +19,7 @@ from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
-from dcmlir.search.remainders import greedy_cover, log_distance
+from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
@@ -253,3 +253,36 @@ def test_greedy_cover_measures_where_most_is_covered_and_prefers_the_defaults_ro
     assert len(chosen) == 2 and 1 in chosen
     assert cover[chosen][:, low_and_high].any(axis=0).all()
     assert greedy_cover(cover, [0], [63], ()) == []  # nothing among the rows reaches it
+
+
+@pytest.mark.parametrize("budget", [60, 150])
+def test_the_reserve_proves_measured_kernels_and_brings_in_none(
+    tmp_path: Path, budget: int
+) -> None:
+    """The last of the budget (the reserve) measures only kernels measured before it: a
+    kernel first measured there would need its own proof, and the shapes it takes would
+    end with IREE's default when the budget runs out (quality replay, budget 110)."""
+    measurer, _ = run_search(tmp_path, budget)
+    start = budget - SearchSettings(budget=budget, max_kernels=4).reserve
+    assert 0 < start < len(measurer.timed)
+    before = {key for key, _ in measurer.timed[:start]}
+    assert {key for key, _ in measurer.timed[start:]} <= before
+
+
+def test_a_measurement_at_t1_proves_a_kernel_only_up_to_t4() -> None:
+    """T = 1 leaves a remainder on every tiled loop, so its class covers every other; but
+    a kernel measured there alone is unproven from T = 5 on (the 4x reach): it kept
+    T = 17..127 of attention scores at 0.59 of the oracle before."""
+    workload = dense_with_range(1, 64)
+    candidates = space_for(TARGET)
+    shapes = [(t,) for t in range(1, 65)]
+    classes = RemainderClasses(workload, candidates, shapes)
+    column = next(i for i, tiles in enumerate(classes.tiles) if tiles and tiles[0] == 8)
+    regions = {column: list(range(64))}
+    unproven = classes.unproven_rows(regions, lambda _: {0})
+    assert unproven == {column: list(range(4, 64))}
+    # the greedy cover: one ragged T (17) covers both classes of T = 5..64 (a class with
+    # more remainders is no faster)
+    chosen = [row for _, row in classes.unproven(regions, lambda _: {0})]
+    assert chosen == [16] and classes.masks[16, column] == 1
+    assert classes.cover(column)[[0, *chosen]].any(axis=0).all()

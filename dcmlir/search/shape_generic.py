@@ -75,6 +75,12 @@ class SearchSettings:
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
 
+    @property
+    def reserve(self) -> int:
+        """The last measurements, kept back for proving the choice: only kernels already
+        measured are selected while they are spent (docs/design.md section 7, step 4)."""
+        return min(max(2 * self.max_kernels, self.budget // 10), self.budget // 4)
+
     def __post_init__(self) -> None:
         if min(self.budget, self.max_kernels, self.top_k, self.verify_batch) < 1:
             raise ValueError("budget, max_kernels, top_k and verify_batch must be >= 1")
@@ -284,11 +290,6 @@ class ShapeGenericSearch:
                 break
         return pairs
 
-    def _reserve(self) -> int:
-        """Measurements kept back for proving the final choice (:meth:`_unproven`)."""
-        budget = self.settings.budget
-        return min(max(2 * self.settings.max_kernels, budget // 10), budget // 4)
-
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
         a kernel is ruled out of the rows none of its measurements covers, no
@@ -387,7 +388,7 @@ class ShapeGenericSearch:
         while True:
             progress.set(self.used)
             estimate, predicted = self.estimate()
-            if settings.budget - self.used <= self._reserve():  # prove, discover no more
+            if settings.budget - self.used <= self.settings.reserve:  # prove, discover no more
                 estimate[:, self._never_measured()] = math.inf
             kernels, choice = self.select(estimate)
             history.append(
@@ -405,7 +406,7 @@ class ShapeGenericSearch:
             if remaining <= 0:
                 break
             # the last measurements go in small rounds, each proving what it changed first
-            spread = remaining - self._reserve()
+            spread = remaining - self.settings.reserve
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
             pairs = self._unproven(kernels, choice) or self.verification_pairs(
                 estimate, kernels, choice, min(limit, remaining)
