@@ -37,9 +37,14 @@ was never measured in, when no sibling shows what that class costs."""
 
 REACH = 4.0
 """How far one measurement speaks for a kernel: to the shapes whose every dynamic extent
-is within this factor of the measured one's. Without a reach, a kernel measured only at
-T = 1 (a remainder on every loop, so its class covers all others) kept T = 17..127 of
-attention scores at 0.59 of the oracle (quality replay, budget 110)."""
+is within this factor of the measured one's, to the power of the number of dynamic
+loops that vary on their own (tied loops, attention's T x T in a model, count once).
+Without a reach, a kernel measured only at T = 1 (a remainder on every loop, so
+its class covers all others) kept T = 17..127 of attention scores at 0.59 of the oracle
+(quality replay, budget 110). With 4 on each of two free loops (attention context tuned
+on its 256-shape T x T' grid), proofs took the whole budget of 240 before IREE's default
+was measured beside them, and 28 of 40 T ran the default, up to 2.5x slower than data
+tiling (benchmarks/never_slower.py)."""
 
 Points = list[tuple[int, float]]
 """(shape row, log ratio measured/predicted) of one candidate's measurements."""
@@ -64,7 +69,7 @@ class RemainderClasses:
             [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
         ).reshape(len(shapes), len(candidates))
         self.distance = log_distance(self.shapes)
-        self.near = self.distance <= math.log(reach) + 1e-9
+        self.near = self.distance <= math.log(reach) * _free_loops(self.shapes) + 1e-9
 
     def with_default(self, default_tile: int) -> np.ndarray:
         """The masks with IREE's default's own class in the bits above: the class a kernel
@@ -211,6 +216,15 @@ def log_distance(shapes: Sequence[Shape]) -> np.ndarray:
     extents = np.maximum(np.asarray(shapes, dtype=float).reshape(len(shapes), -1), 1.0)
     logs = np.log(extents)
     return np.abs(logs[:, None, :] - logs[None, :, :]).max(axis=2)
+
+
+def _free_loops(shapes: Sequence[Shape]) -> int:
+    """How many dynamic loops vary on their own: 1, plus each loop whose values are not
+    the first loop's at every shape."""
+    values = np.asarray(shapes).reshape(len(shapes), -1)
+    return 1 + sum(
+        not np.array_equal(values[:, i], values[:, 0]) for i in range(1, values.shape[1])
+    )
 
 
 def _dynamic_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:
