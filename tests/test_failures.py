@@ -355,6 +355,9 @@ def test_a_hanging_compile_hits_the_time_limit_and_the_rest_builds(
     assert leftovers.stdout == ""  # the hung compiler was killed, not left running
 
 
+BROKEN_BUDGET = 20  # a quarter of it is first measurements: IREE's builds and 3 configs
+
+
 def test_tune_never_chooses_a_crashing_or_miscompiled_candidate(
     tmp_path: Path, fake_compiler
 ) -> None:  # type: ignore[no-untyped-def]
@@ -368,7 +371,7 @@ def test_tune_never_chooses_a_crashing_or_miscompiled_candidate(
         None,  # type: ignore[arg-type]
         TrivialCostModel(workload, CpuTarget()),
         workload_space(CpuTarget(), workload),
-        SearchSettings(budget=10),
+        SearchSettings(budget=BROKEN_BUDGET),
     )
     # the tuned kernels the search measures first (the fake compiler breaks configs)
     first = [c for c, _ in probe._cherry_picks() if isinstance(c, CpuCandidate)]
@@ -378,7 +381,7 @@ def test_tune_never_chooses_a_crashing_or_miscompiled_candidate(
     report = dcmlir.tune(
         source,
         **QUICK,
-        budget=10,
+        budget=BROKEN_BUDGET,
         db=tmp_path / "r.jsonl",
         output=tmp_path / "plan.json",
         stream=io.StringIO(),

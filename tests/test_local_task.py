@@ -57,7 +57,9 @@ def test_local_sync_timings_are_not_reused_on_local_task(tmp_path: Path) -> None
     run's records times everything again, and a second local-task run nothing."""
     sync = tune(tmp_path, "r.jsonl", "sync.json")
     task = tune(tmp_path, "r.jsonl", "task.json", device="local-task")
-    assert sync.measured_now > 0 and task.measured_now == sync.measured_now
+    # every pair the local-task search counted was timed by it (none came from the
+    # local-sync records; the two searches may stop after different counts)
+    assert sync.measured_now > 0 and task.measured_now == task.measurements > 0
     again = tune(tmp_path, "r.jsonl", "task2.json", device="local-task")
     assert again.measured_now == 0
     assert (tmp_path / "task2.json").read_text() == (tmp_path / "task.json").read_text()
