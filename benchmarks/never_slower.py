@@ -210,7 +210,7 @@ def section(by_budget: dict[int, list[BenchResult]]) -> str:
                 for s in result.shapes
                 if (c := result.cell(s, "dcmlir")) and (d := result.cell(s, "iree-default"))
             ]
-            label = ",".join(map(str, shape))
+            label = _label(shape)
             cell = result.cell(shape, "dcmlir")
             kernel = f"`{cell.kernel}`" if cell is not None and cell.kernel else ""
             again = result.info.get("rechecked")

@@ -286,3 +286,6 @@ def test_a_measurement_at_t1_proves_a_kernel_only_up_to_t4() -> None:
     chosen = [row for _, row in classes.unproven(regions, lambda _: {0})]
     assert chosen == [16] and classes.masks[16, column] == 1
     assert classes.cover(column)[[0, *chosen]].any(axis=0).all()
+    # built once per candidate and shared, so read-only
+    assert classes.cover(column) is classes.cover(column)
+    assert not classes.cover(column).flags.writeable

@@ -70,6 +70,7 @@ class RemainderClasses:
         ).reshape(len(shapes), len(candidates))
         self.distance = log_distance(self.shapes)
         self.near = self.distance <= math.log(reach) * _free_loops(self.shapes) + 1e-9
+        self._covers: dict[int, np.ndarray] = {}  # column -> cover matrix (masks are fixed)
 
     def with_default(self, default_tile: int) -> np.ndarray:
         """The masks with IREE's default's own class in the bits above: the class a kernel
@@ -143,7 +144,11 @@ class RemainderClasses:
         """[measured row, row]: whether a measurement of ``column`` at the first row is
         evidence at the second: near it, and in its class or one with more remainders
         (no faster)."""
-        return cover_matrix(self.masks[:, column], self.near)
+        if column not in self._covers:
+            matrix = cover_matrix(self.masks[:, column], self.near)
+            matrix.setflags(write=False)  # shared by every later call
+            self._covers[column] = matrix
+        return self._covers[column]
 
     def unproven_rows(
         self, regions: dict[int, list[int]], measured_rows: Callable[[int], set[int]]
