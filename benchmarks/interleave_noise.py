@@ -41,7 +41,6 @@ from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "interleave_noise.json"
-COMMAND = "python benchmarks/interleave_noise.py"
 
 
 def say(line: str) -> None:
@@ -92,6 +91,8 @@ def main() -> int:
     if args.dispatched:
         prefix = Path(args.dispatched)
         source = prefix.with_name(f"{prefix.name}-constant.mlir")
+        if not source.exists():
+            parser.error(f"--dispatched: no {source} (a projection's records of never_slower.py)")
         text = source.read_text()
         dispatched = dcmlir.compile(source, plan=prefix.with_suffix(".plan.json")).vmfb
         data_tiled = build(text, CpuTarget(), DATA_TILING_FLAGS, source_name=str(source)).vmfb
@@ -105,10 +106,8 @@ def main() -> int:
         k, n = (int(e) for e in size.split("x"))
         found = time_copies(dense_module(k, n), f"{k}x{n}", ways, seq, args.repeats)
         results += [{"size": size, **result} for result in found]
-        report += [
-            f"`?x{k} @ {k}x{n}`, {4 * k * n / 1e6:.1f} MB weight: " + table(found, ways, seq)[0]
-        ]
-        report += ["", *table(found, ways, seq)[1:], ""]
+        title, *rows = table(found, ways, seq)
+        report += [f"`?x{k} @ {k}x{n}`, {4 * k * n / 1e6:.1f} MB weight: {title}", *rows, ""]
     print("\n".join(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"ways": ways, "seq": seq, "results": results}, indent=1))
@@ -126,11 +125,11 @@ def time_copies(
         _, (workload,), _ = load_workloads(path, ["1:128"], sys.stderr)
     text = with_constant_weight(source, weight_array(workload), str(workload.operand_type(1)))
     say(f"building IREE's data tiling of {name} twice (run_model builds the third copy)")
-    copies = tuple(
+    first, second = (
         build(text, CpuTarget(), DATA_TILING_FLAGS, use_cache=False, source_name=f"{name}-{i}").vmfb
         for i in range(2)
     )
-    return time_builds(text, copies, ways, seq, repeats)
+    return time_builds(text, (first, second), ways, seq, repeats)
 
 
 def time_builds(
