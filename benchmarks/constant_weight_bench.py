@@ -61,12 +61,18 @@ def tuned_module(name: str, text: str) -> Path:
     source.write_text(text)
     if name not in DENSE:
         return source
-    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
     constant = RECORDS / f"{name}-constant.mlir"
-    constant.write_text(
-        with_constant_weight(text, weight_array(workload), str(workload.operand_type(1)))
-    )
+    constant.write_text(weight_as_constant(source))
     return constant
+
+
+def weight_as_constant(source: Path) -> str:
+    """The projection in ``source`` with its weight a module constant, as a model has it
+    (:func:`dcmlir.bench.weights.with_constant_weight`, the fixed random weight)."""
+    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
+    return with_constant_weight(
+        source.read_text(), weight_array(workload), str(workload.operand_type(1))
+    )
 
 
 def run(name: str, text: str, budget: int) -> BenchResult:

@@ -25,26 +25,20 @@ import json
 import math
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bert_workloads import dense_module
+from constant_weight_bench import say, weight_as_constant
 
 import dcmlir
 from dcmlir.bench.model_compare import DATA_TILING, DEFAULT, TUNED, ModelRun, run_model
 from dcmlir.bench.peers import DATA_TILING_FLAGS
-from dcmlir.bench.weights import weight_array, with_constant_weight
 from dcmlir.build.compiler import build
-from dcmlir.driver import load_workloads
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "interleave_noise.json"
-
-
-def say(line: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
 CALL = 1e-6
@@ -122,8 +116,7 @@ def time_copies(
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"{name}.mlir"
         path.write_text(source)
-        _, (workload,), _ = load_workloads(path, ["1:128"], sys.stderr)
-    text = with_constant_weight(source, weight_array(workload), str(workload.operand_type(1)))
+        text = weight_as_constant(path)
     say(f"building IREE's data tiling of {name} twice (run_model builds the third copy)")
     first, second = (
         build(text, CpuTarget(), DATA_TILING_FLAGS, use_cache=False, source_name=f"{name}-{i}").vmfb

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from bert_workloads import DENSE, dense_module, scores_module
@@ -40,12 +39,12 @@ from constant_weight_bench import (
     geomean,
     ratios,
     replace_section,
+    say,
+    weight_as_constant,
 )
 
 import dcmlir
 from dcmlir.bench import BenchResult, BenchSettings, bench, load_result, write_outputs
-from dcmlir.bench.weights import weight_array, with_constant_weight
-from dcmlir.driver import load_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -98,10 +97,6 @@ HELD_OUT = {
 WEIGHTED = {*DENSE, "heldout_large_ffn1", "heldout_linear_t"}
 
 
-def say(line: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
-
 def all_workloads() -> dict[str, str]:
     return {**bert_workloads(), **HELD_OUT}
 
@@ -112,11 +107,8 @@ def run(name: str, text: str, budget: int, records: Path, out: Path) -> BenchRes
     source.write_text(text)
     tuned = source
     if name in WEIGHTED:
-        _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
         tuned = records / f"{name}-constant.mlir"
-        tuned.write_text(
-            with_constant_weight(text, weight_array(workload), str(workload.operand_type(1)))
-        )
+        tuned.write_text(weight_as_constant(source))
     plan = records / f"{name}.plan.json"
     say(f"{name}: tuning {tuned.name}, budget {budget}")
     dcmlir.tune(
