@@ -135,7 +135,14 @@ class HeldBuilder(Builder):
             while not done.is_set() and not any(scratch.glob(f"dcmlir-compile-{os.getpid()}-*")):
                 time.sleep(0.002)
             time.sleep(0.05)
-            _hold(f"compile:{_counts['compile']}")
+            try:
+                _hold(f"compile:{_counts['compile']}")
+            except BaseException:
+                # dcmlir compiles in the calling thread, so its scratch directory is gone
+                # before an interrupt unwinds past the build: wait for the compile thread
+                # (a daemon) to remove it too, or the interpreter's exit may cut it short
+                done.wait(timeout=60)
+                raise
         done.wait()
         if "error" in outcome:
             raise outcome["error"]
