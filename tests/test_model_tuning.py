@@ -562,3 +562,33 @@ def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -
     assert default["generic"] == tuned["generic"] == 1  # only QKV's bias + head transpose
     for fused in ("matmul generic", "batch_matmul generic"):
         assert tuned[fused] == 2 * default[fused]  # each fused dispatch, once per kernel
+
+
+def test_kernels_iree_rejects_in_the_model_fall_back_to_its_default(tmp_path: Path) -> None:
+    """Data tiling builds on an attention batch matmul alone, not fused with its scale in
+    the model (IREE's 32 KiB vector limit): the module still compiles, that workload runs
+    IREE's default and the warning names it; the workloads IREE accepts keep theirs."""
+    from dcmlir.dispatch import WorkloadPlan
+    from dcmlir.space import DefaultCandidate, candidate_from_key
+    from dcmlir.target import CpuTarget
+
+    path = tmp_path / "model.mlir"
+    save_model(generate_encoder(dataclasses.replace(TINY, layers=1), "params"), path)
+    model = load_model(path, (), io.StringIO(), level="global-optimization")
+    kernels = [DefaultCandidate(), candidate_from_key("datatiled")]
+    plans = []
+    for workload in model.workloads:
+        shapes = run_shapes(workload)
+        choices = {s: int(s[0] > 8) for s in shapes}
+        plans.append(
+            WorkloadPlan.build(workload, kernels, choices, {s: [1.0, 1.0] for s in shapes})
+        )
+    plan = Plan(CpuTarget(), "model.mlir", tuple(plans), level="global-optimization")
+    stream = io.StringIO()
+    compiled = dcmlir.compile(path, plan=plan, stream=stream)
+    assert compiled.dispatched == 6
+    (warning,) = [line for line in stream.getvalue().splitlines() if "warning" in line]
+    named = set(re.findall(r"workload (\w+)'s", warning))
+    scores = {w.key for w in model.workloads if w.kind == "batch_matmul_transpose_b"}
+    assert scores <= named < {w.key for w in model.workloads}
+    assert "iree_encoding" in compiled.mlir  # the others still run data tiling

@@ -10,14 +10,15 @@ dispatch is timed against.
 from __future__ import annotations
 
 import dataclasses
+import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dcmlir.build.compiler import BuildError, build
+from dcmlir.build.compiler import Build, BuildError, build
 from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
-from dcmlir.dispatch import Plan, PlanError
+from dcmlir.dispatch import Plan, PlanError, PlannedKernel
 from dcmlir.driver.loading import (
     GLOBAL_OPT,
     TuneError,
@@ -33,7 +34,7 @@ from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
 from dcmlir.passes.split_entry import EntrySplit, split_entry
-from dcmlir.space import DataTiledCandidate, PackedCandidate
+from dcmlir.space import DataTiledCandidate, DefaultCandidate, PackedCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
 
@@ -111,7 +112,9 @@ def compile(
                     file=stream,
                 )
                 continue
-            raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
+            mlir, dispatched, built = _without_rejected_kernels(
+                err, text, source, loaded, str(plan), flags, stream
+            )
         if split is not None:
             print(f"dcmlir: entry split: {split.describe()}", file=stream)
         break
@@ -154,13 +157,98 @@ def _emit(
         return str(module), dispatched, split
 
 
+def _without_rejected_kernels(
+    err: BuildError,
+    text: str,
+    source: str,
+    plan: Plan,
+    origin: str,
+    flags: tuple[str, ...],
+    stream: IO[str],
+) -> tuple[str, int, Build]:
+    """The dispatched module built with IREE's default in place of the kernels IREE
+    cannot compile inside this module, saying which: (its text, ops rewritten, build).
+
+    A kernel is built and timed alone when tuned; in a model IREE fuses its consumers
+    into it, and some kernels then fail (data tiling on an attention batch matmul with
+    two dynamic dims and its fused scale: "large vector sizes (32768 bytes)", the 2-layer
+    encoder of ``dcmlir demo``). Every workload's kernels are first all put back to
+    IREE's default (if that fails too, the module is the problem: ``err`` is raised);
+    then each workload gets its kernels back, else its kernels but the packed family,
+    kept where IREE compiles the module. At most 1 + 2 x workloads builds, only here.
+    """
+    tuned = [w.key for w in plan.workloads if any(not _is_default(k) for k in w.kernels)]
+    first = next((line for line in str(err).splitlines() if "error" in line), "").strip()
+    print(
+        f"dcmlir: IREE could not compile the dispatched module ({first}); finding the"
+        f" kernels it rejects ({len(tuned)} workloads, up to {1 + 2 * len(tuned)} builds)",
+        file=stream,
+    )
+    try:
+        best = _build_plan(text, source, _to_default(plan, {}), origin, flags)
+    except BuildError:
+        raise TuneError(f"IREE could not compile the dispatched module:\n{err}") from None
+    kept: dict[str, bool] = {}  # workload key -> True: every kernel; False: packed dropped
+    for key in tuned:
+        for packed_too in (True, False):
+            trial = {**kept, key: packed_too}
+            candidate = _to_default(plan, trial)
+            if candidate == _to_default(plan, kept):  # nothing but the packed family to drop
+                break
+            try:
+                best = _build_plan(text, source, candidate, origin, flags)
+            except BuildError:
+                continue
+            kept = trial
+            break
+    lost = [key for key in tuned if kept.get(key) is not True]
+    print(
+        "dcmlir: warning: IREE could not compile "
+        + ", ".join(f"workload {key}'s {'packed ' if key in kept else ''}kernels" for key in lost)
+        + f" in {source} (they build alone, not fused into this module): IREE's default"
+        " runs in their place",
+        file=stream,
+    )
+    return best
+
+
+def _build_plan(
+    text: str, source: str, plan: Plan, origin: str, flags: tuple[str, ...]
+) -> tuple[str, int, Build]:
+    """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build)."""
+    mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
+    packed = dispatched and _runs_packed_kernels(plan)
+    run_flags = flags + ENCODED_KERNEL_FLAGS if packed else flags
+    return mlir, dispatched, build(mlir, plan.target, run_flags, source_name=source)
+
+
+def _to_default(plan: Plan, kept: dict[str, bool]) -> Plan:
+    """``plan`` with IREE's default in place of every kernel of the workloads not in
+    ``kept``, and of the packed family of those kept with False (same tree, same indices)."""
+    workloads = []
+    for workload in plan.workloads:
+        keep = kept.get(workload.key)
+        kernels = tuple(
+            kernel
+            if keep or (keep is False and not _is_packed(kernel))
+            else PlannedKernel(kernel.index, DefaultCandidate())
+            for kernel in workload.kernels
+        )
+        workloads.append(dataclasses.replace(workload, kernels=kernels))
+    return dataclasses.replace(plan, workloads=tuple(workloads))
+
+
+def _is_default(kernel: PlannedKernel) -> bool:
+    return isinstance(kernel.candidate, DefaultCandidate)
+
+
+def _is_packed(kernel: PlannedKernel) -> bool:
+    return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
+
+
 def _runs_packed_kernels(plan: Plan) -> bool:
     """Whether a branch of the dispatch runs a packed kernel (IREE's encodings)."""
-    return any(
-        isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
-        for workload in plan.workloads
-        for kernel in workload.kernels
-    )
+    return any(_is_packed(kernel) for workload in plan.workloads for kernel in workload.kernels)
 
 
 def _write(path: str | Path, data: bytes | str, option: str) -> None:
