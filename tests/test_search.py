@@ -20,6 +20,7 @@ from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
+from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
@@ -289,3 +290,41 @@ def test_a_measurement_at_t1_proves_a_kernel_only_up_to_t4() -> None:
     # built once per candidate and shared, so read-only
     assert classes.cover(column) is classes.cover(column)
     assert not classes.cover(column).flags.writeable
+
+
+def test_one_mispredicted_kernel_does_not_move_the_defaults_estimate(tmp_path: Path) -> None:
+    """A kernel measured 10x faster than its prediction at one T is that kernel's error,
+    not the shape's: IREE's default, measured on its prediction on both sides, keeps its
+    estimate there (records, attention on ``local-task``: 68 us where it took 600)."""
+    workload = dense_with_range(1, 128)
+    measurer = FakeMeasurer(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False))
+    search = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(workload, TARGET, seed=0),
+        space_for(TARGET),
+        SearchSettings(budget=10),
+        stream=io.StringIO(),
+    )
+    _, predicted = search.estimate()
+    default = search.keys.index(DefaultCandidate().key())
+    kernel = next(i for i, key in enumerate(search.keys) if i != default)
+    row = {t: search.shape_index[(t,)] for t in (64, 96, 128)}
+    for t in (64, 128):
+        search.measured[(search.keys[default], (t,))] = predicted[row[t], default]
+    search.measured[(search.keys[kernel], (96,))] = predicted[row[96], kernel] / 10
+    estimate, _ = search.estimate()
+    assert estimate[row[96], kernel] == pytest.approx(predicted[row[96], kernel] / 10)
+    assert 0.5 < estimate[row[96], default] / predicted[row[96], default] < 1.0
+
+
+def test_shape_effects_keep_what_several_kernels_agree_on() -> None:
+    """Two kernels 3x slower than predicted at one row, each on its prediction elsewhere:
+    that row's effect survives the candidates' biases; one alone is mostly its own."""
+    agreed = shape_effects(
+        [(0, 0, 0.0), (0, 1, 0.0), (1, 0, 0.0), (1, 1, 0.0), (2, 0, 1.1), (2, 1, 1.1), (3, 2, 0.0)]
+    )
+    alone = shape_effects([(0, 0, 0.0), (0, 1, 0.0), (1, 0, 0.0), (2, 2, 1.1)])
+    assert dict(agreed)[2] > 0.3
+    assert 0 < dict(alone)[2] < 0.25
+    assert shape_effects([]) == []

@@ -45,6 +45,7 @@ from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaire
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
+from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.shapes import Shape, coarse_to_fine
 from dcmlir.space import Candidate, DefaultCandidate
@@ -202,7 +203,7 @@ class ShapeGenericSearch:
                 continue
             if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
                 observed.append((row, column, math.log(seconds / predicted[row, column])))
-        by_shape = self._interpolate([(row, value) for row, _, value in observed])
+        by_shape = self._interpolate(shape_effects(observed))
         residual: dict[int, list[tuple[int, float]]] = {}
         for row, column, value in observed:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))

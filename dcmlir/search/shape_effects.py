@@ -1,0 +1,57 @@
+"""The by-shape part of the search's estimate correction, kept apart from each candidate's
+own model error.
+
+The search corrects the cost model twice from the measurements' log ratios
+measured/predicted (:meth:`dcmlir.search.shape_generic.ShapeGenericSearch.estimate`):
+by shape (what every candidate near a shape showed, e.g. a memory floor the model does
+not know) and then by candidate. Taken as it comes, one measurement is all of its
+shape's correction, so one kernel the model mispredicts moves every candidate's
+estimate near it (records, attention scores on ``local-task``: a kernel predicted at
+3625 us took 353 us at 96 x 96, and IREE's default, measured at 600-750 us at 73 and
+105, was estimated at 68 us there and kept 96..127, up to 2x slower than a kernel).
+Here each candidate's bias and each shape's effect are told apart, both shrunk toward
+the median of all ratios where few measurements back them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+PRIOR_WEIGHT = 3.0
+"""Measurements' worth of "no effect" a candidate's bias and a shape's effect start from:
+one measurement of a candidate counts a quarter toward its bias, three half. Chosen on
+the oracle replay (benchmarks/quality.py, 6 workloads x 3 seeds, budgets 110 and 240):
+1 and 3 around a mean level, and 3 around the median, were within the seeds' spread of
+each other at 240; the last was best at 110 (0.915-0.938 against 0.905-0.929)."""
+
+
+def shape_effects(observed: list[tuple[int, int, float]]) -> list[tuple[int, float]]:
+    """(row, log ratio) to interpolate over shapes, one per measured row.
+
+    ``observed``: (row, column, log ratio) of every measurement. A candidate's bias is
+    its mean ratio's distance from the median of all, shrunk by :data:`PRIOR_WEIGHT`;
+    a row's effect is the median of its measurements less their candidates' biases,
+    shrunk the same way toward the median of all (a median: one 10x error is not the
+    level every shape is pulled to).
+    """
+    if not observed:
+        return []
+    grand = statistics.median(value for _, _, value in observed)
+    by_column: dict[int, list[float]] = {}
+    for _, column, value in observed:
+        by_column.setdefault(column, []).append(value)
+    bias = {column: _shrunk(values, grand) - grand for column, values in by_column.items()}
+    by_row: dict[int, list[float]] = {}
+    for row, column, value in observed:
+        by_row.setdefault(row, []).append(value - bias[column])
+    return [(row, _shrunk(values, grand, statistics.median)) for row, values in by_row.items()]
+
+
+def _shrunk(
+    values: list[float], toward: float, center: Callable[[list[float]], float] = statistics.fmean
+) -> float:
+    """``center(values)`` pulled toward ``toward`` as if :data:`PRIOR_WEIGHT` more
+    measurements had said it."""
+    n = len(values)
+    return (n * center(values) + PRIOR_WEIGHT * toward) / (n + PRIOR_WEIGHT)
