@@ -40,6 +40,7 @@ from dcmlir.search.model_graph import (
     run_shapes,
     split_budget,
 )
+from dcmlir.testing import FakeRunner
 from dcmlir.tools.cli import main
 
 FAST = {"min_time": 0.002, "rounds": 2}
@@ -592,3 +593,43 @@ def test_kernels_iree_rejects_in_the_model_fall_back_to_its_default(tmp_path: Pa
     scores = {w.key for w in model.workloads if w.kind == "batch_matmul_transpose_b"}
     assert scores <= named < {w.key for w in model.workloads}
     assert "iree_encoding" in compiled.mlir  # the others still run data tiling
+
+
+class DataTilingFirst(FakeRunner):
+    """Every workload's data-tiled kernel the fastest by far, the rest as FakeRunner has
+    them: the search then wants data tiling everywhere, attention included."""
+
+    def measure_shape(self, variants, problem, **kwargs):  # type: ignore[no-untyped-def]
+        result = super().measure_shape(variants, problem, **kwargs)
+        for name, timing in result.timings.items():
+            if name == "datatiled":
+                timing.samples[:] = [s / 10 for s in timing.samples]
+        return result
+
+
+def test_tune_leaves_out_what_iree_rejects_in_the_model_and_tunes_again(tmp_path: Path) -> None:
+    """The kernels IREE cannot compile fused into the model are found at the end of the
+    tune (the plan compiled), and their workload tuned again without them: the plan
+    compiles as it is, and the other workloads keep data tiling."""
+    path = tmp_path / "model.mlir"
+    save_model(generate_encoder(dataclasses.replace(TINY, layers=1), "params"), path)
+    stream = io.StringIO()
+    report = dcmlir.tune(
+        path,
+        budget=200,
+        db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
+        runner=DataTilingFirst,
+        stream=stream,
+        **FAST,
+    )
+    again = re.findall(
+        r"IREE cannot compile (\S+) fused into model.mlir for workload (\w+)", stream.getvalue()
+    )
+    scores = {r.workload.key for r in report.workloads if r.workload.kind.endswith("_b")}
+    assert again and {key for _, key in again} <= scores and all(k == "datatiled" for k, _ in again)
+    kernels = {r.workload.key: {k.candidate_key for k in r.plan.kernels} for r in report.workloads}
+    assert all("datatiled" not in kernels[key] for key in scores)
+    assert any("datatiled" in keys for keys in kernels.values())
+    compiled = dcmlir.compile(path, plan=tmp_path / "plan.json", stream=io.StringIO())
+    assert compiled.rejected == {}

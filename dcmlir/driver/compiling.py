@@ -18,7 +18,7 @@ from typing import IO
 
 from dcmlir.build.compiler import Build, BuildError, build
 from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
-from dcmlir.dispatch import Plan, PlanError, PlannedKernel
+from dcmlir.dispatch import Plan, PlanError, PlannedKernel, WorkloadPlan
 from dcmlir.driver.loading import (
     GLOBAL_OPT,
     TuneError,
@@ -45,6 +45,8 @@ class CompileResult:
     mlir: str
     dispatched: int  # ops rewritten into a dispatch
     split: EntrySplit | None = None  # where the entry calls IREE's data tiling instead
+    # workload key -> the plan's kernels IREE rejected in this module, run as its default
+    rejected: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 def compile(
@@ -77,6 +79,7 @@ def compile(
             f"({loaded.target_key}); tune again for {target}"
         )
     _check_plan_origin(loaded, str(plan), allow_other_iree, stream)
+    rejected: dict[str, tuple[str, ...]] = {}
     source, text = read_source(input)
     flags: tuple[str, ...] = ()
     if loaded.level == GLOBAL_OPT:
@@ -112,7 +115,7 @@ def compile(
                     file=stream,
                 )
                 continue
-            mlir, dispatched, built = _without_rejected_kernels(
+            mlir, dispatched, built, rejected = _without_rejected_kernels(
                 err, text, source, loaded, str(plan), flags, stream
             )
         if split is not None:
@@ -122,7 +125,7 @@ def compile(
         _write(emit_mlir, mlir, "--emit-mlir")
     if output is not None:
         _write(output, built.vmfb, "-o")
-    return CompileResult(built.vmfb, mlir, dispatched, split)
+    return CompileResult(built.vmfb, mlir, dispatched, split, rejected)
 
 
 def _plan_not_used(plan: Plan, source: str, stream: IO[str]) -> Plan:
@@ -165,9 +168,10 @@ def _without_rejected_kernels(
     origin: str,
     flags: tuple[str, ...],
     stream: IO[str],
-) -> tuple[str, int, Build]:
+) -> tuple[str, int, Build, dict[str, tuple[str, ...]]]:
     """The dispatched module built with IREE's default in place of the kernels IREE
-    cannot compile inside this module, saying which: (its text, ops rewritten, build).
+    cannot compile inside this module, saying which: (its text, ops rewritten, build,
+    each such workload's key -> the kernels put back to the default).
 
     A kernel is built and timed alone when tuned; in a model IREE fuses its consumers
     into it, and some kernels then fail (data tiling on an attention batch matmul with
@@ -202,6 +206,17 @@ def _without_rejected_kernels(
             kept = trial
             break
     lost = [key for key in tuned if kept.get(key) is not True]
+    final = _to_default(plan, kept)
+    rejected = {
+        key: tuple(
+            kernel.candidate_key
+            for kernel, now in zip(
+                _workload(plan, key).kernels, _workload(final, key).kernels, strict=True
+            )
+            if kernel != now
+        )
+        for key in lost
+    }
     print(
         "dcmlir: warning: IREE could not compile "
         + ", ".join(f"workload {key}'s {'packed ' if key in kept else ''}kernels" for key in lost)
@@ -209,7 +224,11 @@ def _without_rejected_kernels(
         " runs in their place",
         file=stream,
     )
-    return best
+    return (*best, rejected)
+
+
+def _workload(plan: Plan, key: str) -> WorkloadPlan:
+    return next(w for w in plan.workloads if w.key == key)
 
 
 def _build_plan(

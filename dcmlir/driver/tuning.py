@@ -13,6 +13,7 @@ written with the model's workload graph beside it.
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import os
 import sys
@@ -24,7 +25,8 @@ from typing import IO, Any
 
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
-from dcmlir.driver.loading import TuneError, check_writable, load_model
+from dcmlir.driver.compiling import compile as compile_with_plan
+from dcmlir.driver.loading import GLOBAL_OPT, TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.roles import (
@@ -201,17 +203,21 @@ def tune(
         graph.estimate(lambda w: probes.get(w.key, {}))
         probe_count = sum(len(p) for p in probes.values())
         parts = graph.split(max(budget - probe_count, len(found)))
-        for workload in found:
+
+        def search_of(workload: Workload, excluded: frozenset[str] = frozenset()) -> SearchResult:
             measurer = measurers[workload.key]
-            result = ShapeGenericSearch(
+            return ShapeGenericSearch(
                 workload,
                 measurer,
                 roles.model(workload, target_object, measurer, seed, route),
-                _space_of(target_object, workload),
+                [c for c in _space_of(target_object, workload) if c.key() not in excluded],
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),
             ).run()
+
+        for workload in found:
+            result = search_of(workload)
             failure = _nothing_ran(workload, result, records, target_object)
             if failure is not None:  # every kernel failed: the op stays with IREE's default
                 failed.append(failure)
@@ -220,17 +226,36 @@ def tune(
                 WorkloadReport(workload, result, workload_plan(result, max_depth, route))
             )
             _record_outcome(graph, workload, result, len(probes.get(workload.key, {})))
+        if model.level == GLOBAL_OPT:
+            excluded: dict[str, frozenset[str]] = {}
+            for _ in range(MODULE_CHECKS):
+                plan = _plan_of(reports, target_object, input, model.level, device, threads)
+                fresh = {
+                    key: frozenset(keys) - excluded.get(key, frozenset())
+                    for key, keys in _rejected_in_module(input, plan).items()
+                }
+                if not any(fresh.values()):
+                    break
+                for position, report in enumerate(reports):
+                    key = report.workload.key
+                    if not fresh.get(key):
+                        continue
+                    excluded[key] = excluded.get(key, frozenset()) | fresh[key]
+                    print(
+                        f"dcmlir: IREE cannot compile {', '.join(sorted(fresh[key]))} fused"
+                        f" into {Path(str(input)).name} for workload {key}: tuning it again"
+                        " without them",
+                        file=stream,
+                    )
+                    result = search_of(report.workload, excluded[key])
+                    plan_of = workload_plan(result, max_depth, route)
+                    reports[position] = WorkloadReport(report.workload, result, plan_of)
+                    _record_outcome(graph, report.workload, result, len(probes.get(key, {})))
     if failed and not reports:
         raise TuneError(failed[0])
     for failure in failed:
         print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
-    plan = Plan(
-        target_object,
-        Path(str(input)).name,
-        tuple(r.plan for r in reports),
-        level=model.level,
-        **_timed_on(target_object, device, threads),
-    )
+    plan = _plan_of(reports, target_object, input, model.level, device, threads)
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
         plan,
@@ -263,6 +288,43 @@ def target_with_threads(target: Target, device: str, threads: int | None) -> Tar
     if device != "local-task" or not isinstance(target, CpuTarget):
         raise TuneError("--threads applies to --device local-task on llvm-cpu only")
     return dataclasses.replace(target, threads=threads)
+
+
+MODULE_CHECKS = 3
+"""How many times a model's plan is compiled at the end of tuning to find the kernels IREE
+rejects fused into the model (each time those workloads are tuned again without them)."""
+
+
+def _plan_of(
+    reports: Sequence[WorkloadReport],
+    target: Target,
+    input: str | Path,
+    level: str,
+    device: str,
+    threads: int | None,
+) -> Plan:
+    return Plan(
+        target,
+        Path(str(input)).name,
+        tuple(r.plan for r in reports),
+        level=level,
+        **_timed_on(target, device, threads),
+    )
+
+
+def _rejected_in_module(input: str | Path, plan: Plan) -> dict[str, tuple[str, ...]]:
+    """Each workload's kernels IREE cannot compile fused into the module (a kernel is timed
+    as a module of its own op; in a model IREE fuses its consumers into it: data tiling on
+    an attention batch matmul then meets the 32 KiB vector limit). Compiling here costs
+    nothing later: ``dcmlir compile`` of the same plan finds the build in the cache."""
+    if not any(
+        not isinstance(k.candidate, DefaultCandidate) for w in plan.workloads for k in w.kernels
+    ):
+        return {}
+    try:
+        return compile_with_plan(input, plan=plan, stream=io.StringIO()).rejected
+    except TuneError:  # not even IREE's default compiles: dcmlir compile will say so
+        return {}
 
 
 def _space_of(target: Target, workload: Workload) -> list[Candidate]:
