@@ -217,6 +217,8 @@ def _without_rejected_kernels(
         )
         for key in lost
     }
+    if not lost:  # every workload's kernels compile when put back one by one
+        return (*best, rejected)
     print(
         "dcmlir: warning: IREE could not compile "
         + ", ".join(f"workload {key}'s {'packed ' if key in kept else ''}kernels" for key in lost)
