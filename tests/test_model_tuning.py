@@ -23,6 +23,7 @@ import dcmlir
 from dcmlir.cost_model import work
 from dcmlir.dispatch import Plan
 from dcmlir.driver import load_model
+from dcmlir.driver.loading import LoadedModel
 from dcmlir.ir.iree import load_function
 from dcmlir.models import (
     BERT_BASE,
@@ -530,21 +531,16 @@ def dispatch_shapes(text: str, flags: tuple[str, ...], directory: Path) -> Count
     return found
 
 
-def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -> None:
-    """Bias, GELU, residual, scale and head transposes stay fused with their contraction in
-    every branch (one executable per kernel), no elementwise op becomes its own dispatch."""
+def _one_layer_plan(path: Path, keys: list[str]) -> tuple[LoadedModel, Plan]:
+    """The 1-layer tiny encoder saved at ``path`` (its model) and a plan running the first
+    kernel of ``keys`` at T <= 8 and the second above on every workload."""
     from dcmlir.dispatch import WorkloadPlan
     from dcmlir.space import candidate_from_key
     from dcmlir.target import CpuTarget
 
-    config = dataclasses.replace(TINY, layers=1)
-    path = tmp_path / "model.mlir"
-    save_model(generate_encoder(config, "params"), path)
+    save_model(generate_encoder(dataclasses.replace(TINY, layers=1), "params"), path)
     model = load_model(path, (), io.StringIO(), level="global-optimization")
-    kernels = [
-        candidate_from_key("cpu:wg8x128:v1x16:k8"),
-        candidate_from_key("cpu:wg32x32:v8x16:k4"),
-    ]
+    kernels = [candidate_from_key(key) for key in keys]
     plans = []
     for workload in model.workloads:
         shapes = run_shapes(workload)
@@ -552,7 +548,15 @@ def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -
         plans.append(
             WorkloadPlan.build(workload, kernels, choices, {s: [1.0, 1.0] for s in shapes})
         )
-    plan = Plan(CpuTarget(), "model.mlir", tuple(plans), level="global-optimization")
+    return model, Plan(CpuTarget(), "model.mlir", tuple(plans), level="global-optimization")
+
+
+def test_dispatched_model_keeps_the_dispatches_of_iree_default(tmp_path: Path) -> None:
+    """Bias, GELU, residual, scale and head transposes stay fused with their contraction in
+    every branch (one executable per kernel), no elementwise op becomes its own dispatch."""
+
+    path = tmp_path / "model.mlir"
+    _, plan = _one_layer_plan(path, ["cpu:wg8x128:v1x16:k8", "cpu:wg32x32:v8x16:k4"])
     compiled = dcmlir.compile(path, plan=plan)
     assert compiled.dispatched == 6
     default = dispatch_shapes(path.read_text(), (), tmp_path / "default")
@@ -569,22 +573,8 @@ def test_kernels_iree_rejects_in_the_model_fall_back_to_its_default(tmp_path: Pa
     """Data tiling builds on an attention batch matmul alone, not fused with its scale in
     the model (IREE's 32 KiB vector limit): the module still compiles, that workload runs
     IREE's default and the warning names it; the workloads IREE accepts keep theirs."""
-    from dcmlir.dispatch import WorkloadPlan
-    from dcmlir.space import DefaultCandidate, candidate_from_key
-    from dcmlir.target import CpuTarget
-
     path = tmp_path / "model.mlir"
-    save_model(generate_encoder(dataclasses.replace(TINY, layers=1), "params"), path)
-    model = load_model(path, (), io.StringIO(), level="global-optimization")
-    kernels = [DefaultCandidate(), candidate_from_key("datatiled")]
-    plans = []
-    for workload in model.workloads:
-        shapes = run_shapes(workload)
-        choices = {s: int(s[0] > 8) for s in shapes}
-        plans.append(
-            WorkloadPlan.build(workload, kernels, choices, {s: [1.0, 1.0] for s in shapes})
-        )
-    plan = Plan(CpuTarget(), "model.mlir", tuple(plans), level="global-optimization")
+    model, plan = _one_layer_plan(path, ["default", "datatiled"])
     stream = io.StringIO()
     compiled = dcmlir.compile(path, plan=plan, stream=stream)
     assert compiled.dispatched == 6
