@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -179,6 +179,10 @@ def tune(
         threads=threads,
     )
     graph = model.graph
+
+    def make_plan(done: Sequence[WorkloadReport]) -> Plan:
+        return _plan_of(done, target_object, input, model.level, device, threads)
+
     reports: list[WorkloadReport] = []
     failed: list[str] = []  # workloads no kernel could run, with why
     with ExitStack() as stack:
@@ -227,35 +231,19 @@ def tune(
             )
             _record_outcome(graph, workload, result, len(probes.get(workload.key, {})))
         if model.level == GLOBAL_OPT:
-            excluded: dict[str, frozenset[str]] = {}
-            for _ in range(MODULE_CHECKS):
-                plan = _plan_of(reports, target_object, input, model.level, device, threads)
-                fresh = {
-                    key: frozenset(keys) - excluded.get(key, frozenset())
-                    for key, keys in _rejected_in_module(input, plan).items()
-                }
-                if not any(fresh.values()):
-                    break
-                for position, report in enumerate(reports):
-                    key = report.workload.key
-                    if not fresh.get(key):
-                        continue
-                    excluded[key] = excluded.get(key, frozenset()) | fresh[key]
-                    print(
-                        f"dcmlir: IREE cannot compile {', '.join(sorted(fresh[key]))} fused"
-                        f" into {Path(str(input)).name} for workload {key}: tuning it again"
-                        " without them",
-                        file=stream,
-                    )
-                    result = search_of(report.workload, excluded[key])
-                    plan_of = workload_plan(result, max_depth, route)
-                    reports[position] = WorkloadReport(report.workload, result, plan_of)
-                    _record_outcome(graph, report.workload, result, len(probes.get(key, {})))
+            for key, result in _retuned_without_rejected(
+                reports, search_of, make_plan, input, stream
+            ):
+                position = next(i for i, r in enumerate(reports) if r.workload.key == key)
+                workload = reports[position].workload
+                plan_of = workload_plan(result, max_depth, route)
+                reports[position] = WorkloadReport(workload, result, plan_of)
+                _record_outcome(graph, workload, result, len(probes.get(key, {})))
     if failed and not reports:
         raise TuneError(failed[0])
     for failure in failed:
         print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
-    plan = _plan_of(reports, target_object, input, model.level, device, threads)
+    plan = make_plan(reports)
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
         plan,
@@ -310,6 +298,37 @@ def _plan_of(
         level=level,
         **_timed_on(target, device, threads),
     )
+
+
+def _retuned_without_rejected(
+    reports: Sequence[WorkloadReport],
+    search_of: Callable[[Workload, frozenset[str]], SearchResult],
+    plan_of: Callable[[Sequence[WorkloadReport]], Plan],
+    input: str | Path,
+    stream: IO[str],
+) -> Iterator[tuple[str, SearchResult]]:
+    """(workload key, its search again) for each workload whose kernels IREE rejects fused
+    into the model, without them; the caller puts each into ``reports`` before the next
+    check, at most :data:`MODULE_CHECKS` of them."""
+    excluded: dict[str, frozenset[str]] = {}
+    for _ in range(MODULE_CHECKS):
+        fresh = {
+            key: frozenset(keys) - excluded.get(key, frozenset())
+            for key, keys in _rejected_in_module(input, plan_of(reports)).items()
+        }
+        if not any(fresh.values()):
+            return
+        for report in list(reports):
+            key = report.workload.key
+            if not fresh.get(key):
+                continue
+            excluded[key] = excluded.get(key, frozenset()) | fresh[key]
+            print(
+                f"dcmlir: IREE cannot compile {', '.join(sorted(fresh[key]))} fused into"
+                f" {Path(str(input)).name} for workload {key}: tuning it again without them",
+                file=stream,
+            )
+            yield key, search_of(report.workload, excluded[key])
 
 
 def _rejected_in_module(input: str | Path, plan: Plan) -> dict[str, tuple[str, ...]]:
