@@ -160,6 +160,20 @@ def _emit(
         return str(module), dispatched, split
 
 
+def rejected_kernels(input: str | Path, plan: Plan) -> dict[str, tuple[str, ...]]:
+    """Each workload's kernels IREE cannot compile fused into the module (a kernel is timed
+    as a module of its own op; in a model IREE fuses its consumers into it: data tiling on
+    an attention batch matmul then meets the 32 KiB vector limit). What ``dcmlir tune``
+    asks at its end; compiling here costs nothing later: :func:`compile` of the same plan
+    finds the build in the cache."""
+    if not any(not _is_default(k) for w in plan.workloads for k in w.kernels):
+        return {}
+    try:
+        return compile(input, plan=plan, stream=io.StringIO()).rejected
+    except TuneError:  # not even IREE's default compiles: compile will say so
+        return {}
+
+
 def _without_rejected_kernels(
     err: BuildError,
     text: str,

@@ -13,7 +13,6 @@ written with the model's workload graph beside it.
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import os
 import sys
@@ -25,7 +24,7 @@ from typing import IO, Any
 
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
-from dcmlir.driver.compiling import compile as compile_with_plan
+from dcmlir.driver.compiling import rejected_kernels
 from dcmlir.driver.loading import GLOBAL_OPT, TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
@@ -181,7 +180,13 @@ def tune(
     graph = model.graph
 
     def make_plan(done: Sequence[WorkloadReport]) -> Plan:
-        return _plan_of(done, target_object, input, model.level, device, threads)
+        return Plan(
+            target_object,
+            Path(str(input)).name,
+            tuple(r.plan for r in done),
+            level=model.level,
+            **_timed_on(target_object, device, threads),
+        )
 
     reports: list[WorkloadReport] = []
     failed: list[str] = []  # workloads no kernel could run, with why
@@ -283,23 +288,6 @@ MODULE_CHECKS = 3
 rejects fused into the model (each time those workloads are tuned again without them)."""
 
 
-def _plan_of(
-    reports: Sequence[WorkloadReport],
-    target: Target,
-    input: str | Path,
-    level: str,
-    device: str,
-    threads: int | None,
-) -> Plan:
-    return Plan(
-        target,
-        Path(str(input)).name,
-        tuple(r.plan for r in reports),
-        level=level,
-        **_timed_on(target, device, threads),
-    )
-
-
 def _retuned_without_rejected(
     reports: Sequence[WorkloadReport],
     search_of: Callable[[Workload, frozenset[str]], SearchResult],
@@ -314,7 +302,7 @@ def _retuned_without_rejected(
     for _ in range(MODULE_CHECKS):
         fresh = {
             key: frozenset(keys) - excluded.get(key, frozenset())
-            for key, keys in _rejected_in_module(input, plan_of(reports)).items()
+            for key, keys in rejected_kernels(input, plan_of(reports)).items()
         }
         if not any(fresh.values()):
             return
@@ -329,21 +317,6 @@ def _retuned_without_rejected(
                 file=stream,
             )
             yield key, search_of(report.workload, excluded[key])
-
-
-def _rejected_in_module(input: str | Path, plan: Plan) -> dict[str, tuple[str, ...]]:
-    """Each workload's kernels IREE cannot compile fused into the module (a kernel is timed
-    as a module of its own op; in a model IREE fuses its consumers into it: data tiling on
-    an attention batch matmul then meets the 32 KiB vector limit). Compiling here costs
-    nothing later: ``dcmlir compile`` of the same plan finds the build in the cache."""
-    if not any(
-        not isinstance(k.candidate, DefaultCandidate) for w in plan.workloads for k in w.kernels
-    ):
-        return {}
-    try:
-        return compile_with_plan(input, plan=plan, stream=io.StringIO()).rejected
-    except TuneError:  # not even IREE's default compiles: dcmlir compile will say so
-        return {}
 
 
 def _space_of(target: Target, workload: Workload) -> list[Candidate]:
