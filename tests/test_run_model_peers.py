@@ -135,26 +135,24 @@ def test_run_model_feeds_token_ids_and_checks_every_peer(gpt2_file: Path) -> Non
     assert bad.failures and "dcmlir: check: MismatchError" in bad.failures[0]
 
 
-def quick_plan(
-    model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], *, budget: int
-) -> Path:
-    """A plan tuned in a hurry on ``local-sync`` (budget, one round of 2 ms samples)."""
+@pytest.fixture(scope="module")
+def gpt2_plan(gpt2_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plan tuned in a hurry on ``local-sync`` (budget 6, one round of 2 ms samples); the
+    tests only read it, so the module tunes it once."""
     from dcmlir.tools.cli import main
 
-    plan = tmp_path / "plan.json"
-    tune = ["tune", str(model), "--budget", str(budget), "--db", str(tmp_path / "r.jsonl")]
+    plan = tmp_path_factory.mktemp("gpt2-plan") / "plan.json"
+    tune = ["tune", str(gpt2_file), "--budget", "6", "--db", str(plan.with_name("r.jsonl"))]
     assert main([*tune, "-o", str(plan), "--min-time", "0.002", "--rounds", "1"]) == 0
-    capsys.readouterr()
     return plan
 
 
 def test_run_model_command_on_gpt2_with_peers(
-    gpt2_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    gpt2_file: Path, gpt2_plan: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from dcmlir.tools.cli import main
 
-    plan = quick_plan(gpt2_file, tmp_path, capsys, budget=6)
-    args = ["run-model", str(gpt2_file), "--plan", str(plan), "--seq", "2,8"]
+    args = ["run-model", str(gpt2_file), "--plan", str(gpt2_plan), "--seq", "2,8"]
     out_json = tmp_path / "run.json"
     code = main([*args, "--min-time", "0.002", "--rounds", "2", "--json", str(out_json)])
     captured = capsys.readouterr()
@@ -247,12 +245,11 @@ def test_run_model_on_local_task_times_every_peer_in_its_own_process(gpt2_file: 
 
 
 def test_run_model_warns_when_the_plan_was_tuned_on_another_device(
-    gpt2_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    gpt2_file: Path, gpt2_plan: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from dcmlir.tools.cli import main
 
-    plan = quick_plan(gpt2_file, tmp_path, capsys, budget=4)
-    args = ["run-model", str(gpt2_file), "--plan", str(plan), "--seq", "2", "--peers", "none"]
+    args = ["run-model", str(gpt2_file), "--plan", str(gpt2_plan), "--seq", "2", "--peers", "none"]
     code = main(
         [*args, "--device", "local-task", "--threads", "2", "--min-time", "0.002", "--rounds", "1"]
     )
