@@ -29,6 +29,7 @@ from dcmlir.dispatch import (
     Plan,
     PlanError,
     Split,
+    TreeReport,
     WorkloadPlan,
     fit_tree,
 )
@@ -424,6 +425,10 @@ def test_depth_cap_reports_its_mistakes(selection: Any, max_depth: int) -> None:
     assert report.total_slowdown == pytest.approx(sum(mine) / sum(best) - 1)
     geomean = math.exp(np.mean([math.log(m / b) for m, b in zip(mine, best, strict=True)]))
     assert report.geomean_slowdown == pytest.approx(geomean - 1)
+    ratios = [
+        m / b if p != c else 1.0 for m, b, p, c in zip(mine, best, picked, choices, strict=True)
+    ]
+    assert report.worst_slowdown == pytest.approx(max(ratios) - 1)
     _assert_merged(tree.root)
 
 
@@ -440,6 +445,9 @@ def test_depth_cap_on_a_known_selection() -> None:
     # The right side runs one of kernels 0/2 on all of 5..8: two shapes pay 1.5 s for 1 s.
     assert report.total_slowdown == pytest.approx((4 + 2 + 3) / (4 + 2 + 2) - 1)
     assert report.geomean_slowdown == pytest.approx(1.5 ** (2 / 8) - 1)
+    assert report.worst_slowdown == pytest.approx(0.5)
+    assert TreeReport.from_json(report.to_json()) == report
+    assert exact_report.worst_slowdown == 0.0
     single, single_report = fit_tree(shapes, choices, max_depth=0)
     assert single.root == Leaf(1) and single_report.mistakes == 4
     assert single_report.total_slowdown is None

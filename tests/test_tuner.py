@@ -16,7 +16,7 @@ from dcmlir.driver import TuneError, workload_plan
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.search.shape_generic import SearchResult
-from dcmlir.space import candidate_from_key
+from dcmlir.space import DefaultCandidate, candidate_from_key
 from dcmlir.workload import workloads
 
 FAST = {"min_time": 0.002, "rounds": 2}
@@ -152,3 +152,44 @@ def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
     assert pruned.tree.depth == 0 and pruned.report.geomean_slowdown <= 0.01
     exact = workload_plan(search, 64, "config")
     assert exact.report.accuracy == 1.0 and exact.report.leaves == 16
+
+
+def test_a_shallower_tree_never_costs_a_shape_more_than_3_percent() -> None:
+    """Within 1% overall is not enough: the tree keeps the default where it is faster.
+
+    The H100 case (docs/benchmarks-cuda.md): the selection kept IREE's default at the
+    smallest shapes, measured faster there by 20%; a depth-0 tree running the kernel
+    everywhere cost under 1% geomean over 64 shapes, and ran those shapes slower.
+    """
+    with ir.Context():
+        (workload,) = [w for _, w in workloads(parse_module(DENSE).operation)]
+    workload = dataclasses.replace(
+        workload,
+        dims=tuple(
+            dataclasses.replace(d, range=(1, 64)) if d.dynamic else d for d in workload.dims
+        ),
+    )
+    shapes = [(m,) for m in range(1, 65)]
+    kernels = [DefaultCandidate(), candidate_from_key("cpu:wg8x128:v1x16:k8")]
+    table = np.array([[1.0, 1.2] if m <= 2 else [2.0, 1.0] for (m,) in shapes]) * 1e-4
+    search = SearchResult(
+        workload=workload,
+        shapes=shapes,
+        candidates=kernels,
+        kernels=kernels,
+        choice={s: 0 if s[0] <= 2 else 1 for s in shapes},
+        estimate=table,
+        predicted=table,
+        measured={},
+        measurements=0,
+        measured_now=0,
+        rounds=0,
+        seconds=0.0,
+    )
+    single = workload_plan(search, 0, "config").report
+    assert single.geomean_slowdown <= 0.01 and single.total_slowdown <= 0.01
+    assert single.worst_slowdown == pytest.approx(0.2)
+    plan = workload_plan(search, None, "config")
+    assert plan.tree.depth == 1 and plan.report.worst_slowdown == 0.0
+    assert plan.select({0: 2}).candidate_key == "default"
+    assert plan.select({0: 3}).candidate_key == "cpu:wg8x128:v1x16:k8"

@@ -206,8 +206,10 @@ class TreeReport:
 
     ``total_slowdown``: sum over shapes of the tree's kernel time over the sum
     of the selected kernel time, minus 1; ``geomean_slowdown``: the geometric
-    mean of the per-shape ratio, minus 1. Both 0.0 for an exact tree, None
-    without a cost table, ``inf`` where the tree picks a kernel that failed.
+    mean of the per-shape ratio, minus 1; ``worst_slowdown``: the largest
+    per-shape ratio, minus 1 (a geomean hides the one shape a user loses on).
+    Each 0.0 for an exact tree, None without a cost table, ``inf`` where the
+    tree picks a kernel that failed.
     """
 
     shapes: int
@@ -217,6 +219,7 @@ class TreeReport:
     leaves: int
     total_slowdown: float | None = None
     geomean_slowdown: float | None = None
+    worst_slowdown: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -227,6 +230,7 @@ class TreeReport:
             "leaves": self.leaves,
             "total_slowdown": encode_float(self.total_slowdown),
             "geomean_slowdown": encode_float(self.geomean_slowdown),
+            "worst_slowdown": encode_float(self.worst_slowdown),
         }
 
     @classmethod
@@ -239,6 +243,7 @@ class TreeReport:
             leaves=int(obj["leaves"]),
             total_slowdown=decode_float(obj.get("total_slowdown"), "total_slowdown"),
             geomean_slowdown=decode_float(obj.get("geomean_slowdown"), "geomean_slowdown"),
+            worst_slowdown=decode_float(obj.get("worst_slowdown"), "worst_slowdown"),
         )
 
 
@@ -368,9 +373,9 @@ def _report(
 ) -> TreeReport:
     picked = [tree.select(tuple(int(v) for v in row)) for row in X]
     mistakes = sum(1 for p, c in zip(picked, y, strict=True) if p != int(c))
-    total = geomean = None
+    total = geomean = worst = None
     if costs is not None:
-        total, geomean = _slowdowns(picked, [int(c) for c in y], costs)
+        total, geomean, worst = _slowdowns(picked, [int(c) for c in y], costs)
     return TreeReport(
         shapes=len(y),
         accuracy=1.0 - mistakes / len(y),
@@ -379,13 +384,16 @@ def _report(
         leaves=len(tree.leaves()),
         total_slowdown=total,
         geomean_slowdown=geomean,
+        worst_slowdown=worst,
     )
 
 
 def _slowdowns(
     picked: Sequence[int], chosen: Sequence[int], costs: Sequence[Sequence[float]]
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
+    """(total, geomean, worst) slowdown of the tree's picks over the selection's."""
     tree_time = chosen_time = log_sum = 0.0
+    worst = 1.0
     for shape, (p, c) in enumerate(zip(picked, chosen, strict=True)):
         row = costs[shape]
         if max(p, c) >= len(row):
@@ -395,9 +403,10 @@ def _slowdowns(
         chosen_time += best
         ratio = 1.0 if p == c else _ratio(mine, best)
         log_sum += math.log(ratio) if math.isfinite(ratio) else math.inf
+        worst = max(worst, ratio)
     total = 0.0 if tree_time == chosen_time else _ratio(tree_time, chosen_time) - 1.0
     geomean = math.exp(log_sum / len(picked)) - 1.0 if math.isfinite(log_sum) else math.inf
-    return total, geomean
+    return total, geomean, worst - 1.0
 
 
 def _ratio(mine: float, best: float) -> float:

@@ -58,7 +58,12 @@ PROBES_FROM = 2 * len(PROBE_FRACTIONS)
 most goes to probes); below that the shares are FLOPs shares."""
 TREE_TOLERANCE = 0.01
 """A shallower tree is kept when its picks cost at most 1% more than the selection's
-(estimated, geomean and total over the training shapes)."""
+(estimated, geomean and total over the training shapes) ..."""
+TREE_SHAPE_TOLERANCE = 0.03
+"""... and at most 3% more at every one of those shapes: a shallower tree must not
+give a range of small shapes a kernel the selection found slower there (measured on an
+H100: a depth-2 tree within 1% overall ran T = 1-3 at 0.60x of IREE's default, which the
+selection had kept there)."""
 
 
 def tune(
@@ -332,7 +337,8 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
     """The plan of one searched workload: its kernels, choices and the costs behind them.
 
     Without ``max_depth`` the tree is the shallowest one whose picks cost within
-    :data:`TREE_TOLERANCE` of the selection: the selection often alternates between
+    :data:`TREE_TOLERANCE` of the selection overall and within :data:`TREE_SHAPE_TOLERANCE`
+    at every shape: the selection often alternates between
     near-equal kernels from one shape to the next, which an exact tree pays for with
     dozens of splits (and kernels) and no speed.
     """
@@ -363,13 +369,18 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
     exact = fitted(None)
     for depth in range(exact.tree.depth):
         candidate = fitted(depth)
-        if _within(candidate.report.geomean_slowdown) and _within(candidate.report.total_slowdown):
+        report = candidate.report
+        if (
+            _within(report.geomean_slowdown)
+            and _within(report.total_slowdown)
+            and _within(report.worst_slowdown, TREE_SHAPE_TOLERANCE)
+        ):
             return candidate
     return exact
 
 
-def _within(slowdown: float | None) -> bool:
-    return slowdown is None or slowdown <= TREE_TOLERANCE
+def _within(slowdown: float | None, tolerance: float = TREE_TOLERANCE) -> bool:
+    return slowdown is None or slowdown <= tolerance
 
 
 def _probe_defaults(
