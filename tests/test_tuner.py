@@ -117,29 +117,25 @@ def test_compile_with_a_plan_for_another_module_names_the_mismatch(tmp_path: Pat
         dcmlir.compile(other, plan=tmp_path / "plan.json")
 
 
-def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
-    """Near-equal kernels alternating by shape: the exact tree needs a split per shape,
-    a single kernel costs 0.5% more; with max_depth given, that depth is used."""
+def dense_search(
+    shapes: list[tuple[int]], kernels: list, table: np.ndarray, choice: dict
+) -> SearchResult:
+    """A search result on DENSE over T = 1..len(shapes) with a given cost table: no tuning."""
     with ir.Context():
         (workload,) = [w for _, w in workloads(parse_module(DENSE).operation)]
     workload = dataclasses.replace(
         workload,
         dims=tuple(
-            dataclasses.replace(d, range=(1, 16)) if d.dynamic else d for d in workload.dims
+            dataclasses.replace(d, range=(1, len(shapes))) if d.dynamic else d
+            for d in workload.dims
         ),
     )
-    shapes = [(m,) for m in range(1, 17)]
-    kernels = [
-        candidate_from_key("cpu:wg8x128:v1x16:k8"),
-        candidate_from_key("cpu:wg32x32:v8x16:k4"),
-    ]
-    table = np.array([[1.0, 1.005] if m % 2 else [1.005, 1.0] for (m,) in shapes]) * 1e-4
-    search = SearchResult(
+    return SearchResult(
         workload=workload,
         shapes=shapes,
         candidates=kernels,
         kernels=kernels,
-        choice={s: int(s[0] % 2 == 0) for s in shapes},
+        choice=choice,
         estimate=table,
         predicted=table,
         measured={},
@@ -148,6 +144,18 @@ def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
         rounds=0,
         seconds=0.0,
     )
+
+
+def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
+    """Near-equal kernels alternating by shape: the exact tree needs a split per shape,
+    a single kernel costs 0.5% more; with max_depth given, that depth is used."""
+    shapes = [(m,) for m in range(1, 17)]
+    kernels = [
+        candidate_from_key("cpu:wg8x128:v1x16:k8"),
+        candidate_from_key("cpu:wg32x32:v8x16:k4"),
+    ]
+    table = np.array([[1.0, 1.005] if m % 2 else [1.005, 1.0] for (m,) in shapes]) * 1e-4
+    search = dense_search(shapes, kernels, table, {s: int(s[0] % 2 == 0) for s in shapes})
     pruned = workload_plan(search, None, "config")
     assert pruned.tree.depth == 0 and pruned.report.geomean_slowdown <= 0.01
     exact = workload_plan(search, 64, "config")
@@ -161,31 +169,10 @@ def test_a_shallower_tree_never_costs_a_shape_more_than_3_percent() -> None:
     smallest shapes, measured faster there by 20%; a depth-0 tree running the kernel
     everywhere cost under 1% geomean over 64 shapes, and ran those shapes slower.
     """
-    with ir.Context():
-        (workload,) = [w for _, w in workloads(parse_module(DENSE).operation)]
-    workload = dataclasses.replace(
-        workload,
-        dims=tuple(
-            dataclasses.replace(d, range=(1, 64)) if d.dynamic else d for d in workload.dims
-        ),
-    )
     shapes = [(m,) for m in range(1, 65)]
     kernels = [DefaultCandidate(), candidate_from_key("cpu:wg8x128:v1x16:k8")]
     table = np.array([[1.0, 1.2] if m <= 2 else [2.0, 1.0] for (m,) in shapes]) * 1e-4
-    search = SearchResult(
-        workload=workload,
-        shapes=shapes,
-        candidates=kernels,
-        kernels=kernels,
-        choice={s: 0 if s[0] <= 2 else 1 for s in shapes},
-        estimate=table,
-        predicted=table,
-        measured={},
-        measurements=0,
-        measured_now=0,
-        rounds=0,
-        seconds=0.0,
-    )
+    search = dense_search(shapes, kernels, table, {s: 0 if s[0] <= 2 else 1 for s in shapes})
     single = workload_plan(search, 0, "config").report
     assert single.geomean_slowdown <= 0.01 and single.total_slowdown <= 0.01
     assert single.worst_slowdown == pytest.approx(0.2)
