@@ -67,23 +67,40 @@ def cross_quality(judge: np.ndarray, picks: np.ndarray) -> float:
     return math.exp(float(np.mean(np.log(judge.min(1) / judge[rows, picks]))))
 
 
-def measure_again(name: str, text: str, records: list, count: int) -> dict:
+def retime(
+    name: str,
+    text: str,
+    records: list,
+    count: int,
+    settings: MeasureSettings,
+    extra: frozenset[str] = frozenset(),
+) -> tuple[list[str], np.ndarray, np.ndarray, list]:
+    """Time :func:`chosen_kernels` (and ``extra``) again at the oracle's T, interleaved per T:
+    (their keys, the oracle's seconds, the new seconds, the shapes), rows in shape order."""
     with tempfile.TemporaryDirectory() as scratch:
         problem = load_problem(name, text, records, Path(scratch))
         keys = [c.key() for c in problem.candidates]
         shapes = problem.shapes
         full = np.array([[problem.table.seconds(k, s) for k in keys] for s in shapes])
-        chosen = chosen_kernels(keys, full, count)
+        chosen = set(chosen_kernels(keys, full, count)) | extra
         candidates = [c for c in problem.candidates if c.key() in chosen]
         names = [c.key() for c in candidates]
         db = RecordDatabase(Path(scratch) / "again.jsonl", fsync=False)
-        settings = RunnerSettings(ORACLE_SETTINGS)
         with Measurer(
-            problem.workload, problem.target, db, runner_settings=settings, stream=io.StringIO()
+            problem.workload,
+            problem.target,
+            db,
+            runner_settings=RunnerSettings(settings),
+            stream=io.StringIO(),
         ) as measurer:
             again = measurer.measure(candidates, shapes)
         old = np.array([[problem.table.seconds(k, s) for k in names] for s in shapes])
         new = np.array([[again.median(k, s) for k in names] for s in shapes])
+    return names, old, new, shapes
+
+
+def measure_again(name: str, text: str, records: list, count: int) -> dict:
+    names, old, new, shapes = retime(name, text, records, count, ORACLE_SETTINGS)
     change = np.abs(np.log((new / new.min(1, keepdims=True)) / (old / old.min(1, keepdims=True))))
     return {
         "kernels": names,
@@ -116,23 +133,9 @@ def precise_quality(times: dict[str, list[float]], best: list[float], dispatch: 
 
 def rescore(name: str, text: str, records: list, entry: dict, count: int) -> dict:
     """The replay's dispatches of one workload scored against a precise oracle."""
-    with tempfile.TemporaryDirectory() as scratch:
-        problem = load_problem(name, text, records, Path(scratch))
-        keys = [c.key() for c in problem.candidates]
-        shapes = problem.shapes
-        full = np.array([[problem.table.seconds(k, s) for k in keys] for s in shapes])
-        chosen = set(chosen_kernels(keys, full, count)) | dispatched_kernels(entry)
-        candidates = [c for c in problem.candidates if c.key() in chosen]
-        db = RecordDatabase(Path(scratch) / "precise.jsonl", fsync=False)
-        with Measurer(
-            problem.workload,
-            problem.target,
-            db,
-            runner_settings=RunnerSettings(PRECISE_SETTINGS),
-            stream=io.StringIO(),
-        ) as measurer:
-            precise = measurer.measure(candidates, shapes)
-    times = {c.key(): [precise.median(c.key(), s) for s in shapes] for c in candidates}
+    extra = frozenset(dispatched_kernels(entry))
+    names, _, new, shapes = retime(name, text, records, count, PRECISE_SETTINGS, extra)
+    times = {key: new[:, column].tolist() for column, key in enumerate(names)}
     best = [(s[0], min(times[k][row] for k in times)) for row, s in enumerate(shapes)]
     scores: dict[str, dict[str, float]] = {
         "exhaustive-8": {
