@@ -435,3 +435,49 @@ func.func @packed(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> 
   } -> tensor<?x48xf32>
   return %biased : tensor<?x48xf32>
 }
+
+// The same projection as x @ W (the weight K x N) dispatched to explicit mmt4d kernels
+// (docs/design.md section 12): the weight is packed 32 x 1 once, before the cascade (N =
+// 48 padded to 64), and each branch packs the activations M0 x 1, runs linalg.mmt4d on
+// the packed weight and unpacks; the unpack takes the kernel's mark and the bias
+// consumer follows it, for IREE to fuse. No dispatch region: IREE forms the pack, mmt4d
+// and unpack dispatches. Outside 1..16 the kernel with the most rows (M0 = 8) runs, so
+// the weight is only ever read packed.
+// CHECK-LABEL: func.func @explicit
+// CHECK-SAME: (%[[X6:.*]]: tensor<?x64xf32>, %[[B6:.*]]: tensor<48xf32>)
+// CHECK: %[[W6:.*]] = arith.constant dense<{{.*}}> : tensor<64x48xf32>
+// CHECK: %[[WP6:.*]] = linalg.pack %[[W6]] padding_value(%{{.*}} : f32) outer_dims_perm = [1, 0] inner_dims_pos = [1, 0] inner_tiles = [32, 1] into %{{.*}} : tensor<64x48xf32> -> tensor<2x64x32x1xf32>
+// CHECK: scf.if %{{.*}} -> (tensor<?x48xf32>) {
+// CHECK: %[[FX6:.*]] = linalg.pack %[[X6]] padding_value(%{{.*}} : f32) inner_dims_pos = [0, 1] inner_tiles = [8, 1] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x8x1xf32>
+// CHECK: %[[FM6:.*]] = linalg.mmt4d ins(%[[FX6]], %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: %[[FU6:.*]] = linalg.unpack %[[FM6]] inner_dims_pos = [0, 1] inner_tiles = [8, 32] into %{{.*}} {dcmlir.kernel = "fallback"} : tensor<?x2x8x32xf32> -> tensor<?x48xf32>
+// CHECK-NEXT: %[[FB6:.*]] = linalg.generic {{.*}} ins(%[[FU6]], %[[B6]] : tensor<?x48xf32>, tensor<48xf32>)
+// CHECK: scf.yield %[[FB6]] : tensor<?x48xf32>
+// CHECK: } else {
+// CHECK: linalg.pack %[[X6]] {{.*}} inner_tiles = [1, 1]
+// CHECK: linalg.mmt4d ins(%{{.*}}, %[[WP6]] : tensor<?x64x1x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: linalg.unpack {{.*}} {dcmlir.kernel = "mmt4d:m1n32k1"}
+// CHECK-NEXT: linalg.generic
+// CHECK: linalg.pack %[[X6]] {{.*}} inner_tiles = [8, 1]
+// CHECK: linalg.mmt4d ins(%{{.*}}, %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: linalg.unpack {{.*}} {dcmlir.kernel = "mmt4d:m8n32k1"}
+// CHECK-NOT: linalg.matmul
+// CHECK: return
+func.func @explicit(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = arith.constant dense<0.5> : tensor<64x48xf32>
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  // expected-remark @below {{dispatch: 2 kernels, tree depth 1, range d0=1:16, 1 fused consumer(s) in each branch}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x64xf32>, tensor<64x48xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  // expected-remark @below {{left untouched: 'linalg.generic' is not a contraction}}
+  %biased = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %b : tensor<?x48xf32>, tensor<48xf32>) outs(%e : tensor<?x48xf32>) {
+  ^bb0(%v: f32, %bias: f32, %o: f32):
+    %s = arith.addf %v, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<?x48xf32>
+  return %biased : tensor<?x48xf32>
+}

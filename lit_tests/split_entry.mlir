@@ -1,10 +1,19 @@
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json}' | FileCheck %s
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json}' --verify-diagnostics
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json},dcmlir-emit-dispatch{plan=%S/Inputs/split_entry.plan.json}' | FileCheck %s --check-prefix=EMIT
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.mmt4d.plan.json}' 2>&1 | FileCheck %s --check-prefix=MMT4D
 // RUN: not dcmlir-opt %s -p 'dcmlir-split-entry' 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // RUN: not dcmlir-opt %s -p 'dcmlir-split-entry{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // NOPLAN: option 'plan' is required
+
+// A plan whose projection runs explicit mmt4d kernels (faster than data tiling at every
+// T, their weight packed 32 x 1) leaves the entry whole: a data-tiled copy would hold
+// that weight a second time, in data tiling's layout.
+// MMT4D: remark: entry not split: {{[0-9a-f]+}} run explicit mmt4d kernels, faster than data tiling at every T
+// MMT4D-LABEL: util.func public @main
+// MMT4D-NOT: util.call
+// MMT4D: util.return
 // MISSING: no-such-plan.json
 
 // The plan runs packed kernels on the projection below for M <= 4 (M0 = 4, narrower than

@@ -33,22 +33,17 @@ Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dcmlir.codegen.branches import PackedBranch, PackedForms
 from dcmlir.codegen.fusion import FusedGroup, fused_consumers
-from dcmlir.codegen.packed import (
-    dispatch_region,
-    encode_weight,
-    encoded_contraction,
-    loop_dims,
-    region_return,
-)
+from dcmlir.codegen.packed import dispatch_region, loop_dims, region_return
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.passes.split_entry import LEFT_TO_IREE
-from dcmlir.space import DataTiledCandidate, PackedCandidate, packing_problem
+from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate, packing_problem
 from dcmlir.workload import NotAWorkload, Workload, workloads
 
 FUNCTION_OPS = ("func.func", "util.func")
@@ -95,21 +90,31 @@ class _Target:
     # kernel index -> M's iteration size in its encodings (None: ``?``), for the packed and
     # data-tiled kernels: they run on IREE's data-tiling encodings (docs/design.md section 12)
     encoded: dict[int, int | None] = field(default_factory=dict)
+    # kernel index -> the explicit pack / mmt4d / unpack kernels (dcmlir.codegen.mmt4d)
+    explicit: dict[int, Mmt4dCandidate] = field(default_factory=dict)
 
     @property
     def packs_weight(self) -> bool:
-        """Whether the kernels read the weight packed (the packed family: a constant weight,
-        encoded once before the dispatch)."""
-        return bool(self.encoded) and packing_problem(self.workload) is None
+        """Whether the kernels read the weight packed (the packed families: a constant
+        weight, packed once before the dispatch)."""
+        return bool(self.encoded or self.explicit) and packing_problem(self.workload) is None
 
     @property
     def fallback(self) -> int | None:
         """The kernel outside the tuned range when the weight is packed (it then lives packed
         only): any encoded kernel, run as IREE's own data tiling (M's size ``?``, valid for
-        every M); None otherwise (the op as it was)."""
+        every M), else the explicit kernel with the most rows (valid for every M); None
+        otherwise (the op as it was)."""
         if not self.packs_weight:
             return None
-        return min(self.encoded)
+        if self.encoded:
+            return min(self.encoded)
+        return max(self.explicit, key=lambda k: (self.explicit[k].m0, -k))
+
+    def serves_every_size(self, kernel: int) -> bool:
+        """Whether ``kernel`` is valid for every M as the tree runs it (IREE's own data
+        tiling, an explicit kernel), so a tree of it alone needs no range check."""
+        return kernel in self.explicit or (kernel in self.encoded and self.encoded[kernel] is None)
 
 
 def emit_dispatch(
@@ -157,6 +162,7 @@ def emit_dispatch(
                     _kernel_infos(ctx, op, found, planned),
                     group,
                     _encoded_kernels(ctx, op, found, planned, remarks),
+                    _explicit_kernels(planned),
                 )
             )
             fused = f", {len(group)} fused consumer(s) in each branch" if len(group) else ""
@@ -191,7 +197,7 @@ def _kernel_infos(
     infos: dict[int, ir.Attribute | None] = {}
     for index in planned.tree.kernels():
         kernel = planned.kernels[index]
-        if isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate):
+        if isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
             infos[index] = None
             continue
         if kernel.route != "config":
@@ -231,7 +237,8 @@ def _encoded_kernels(
             found[index] = None
         elif isinstance(candidate, PackedCandidate):
             found[index] = candidate.m0
-    if not any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in found):
+    packs = any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in found)
+    if not packs and not _explicit_kernels(planned):
         return found
     problem = packing_problem(workload)
     if problem is not None and 1 in workload.constant_operands:
@@ -240,6 +247,16 @@ def _encoded_kernels(
         remarks.append(
             (op, "the weight is not a constant: packed kernels pack it on every call", True)
         )
+    return found
+
+
+def _explicit_kernels(planned: WorkloadPlan) -> dict[int, Mmt4dCandidate]:
+    """The explicit mmt4d kernels the tree runs, by kernel index."""
+    found = {}
+    for index in planned.tree.kernels():
+        candidate = planned.kernels[index].candidate
+        if isinstance(candidate, Mmt4dCandidate):
+            found[index] = candidate
     return found
 
 
@@ -284,9 +301,12 @@ def _rewrite(target: _Target) -> None:
         dims = loop_dims(op, target.workload)
         sizes = group.output_sizes()
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
-        packed = _Packed.of(target, dims)
-        if len(kernels) == 1 and target.fallback is not None and target.encoded[kernels[0]] is None:
-            # IREE's own data tiling inside the range and out of it: no cascade at all
+        packed = PackedForms.of(
+            op, target.workload, dims, target.encoded, target.explicit, target.packs_weight
+        )
+        alone = len(kernels) == 1 and target.serves_every_size(kernels[0])
+        if alone and target.fallback is not None:
+            # one kernel valid for every M, inside the range and out of it: no cascade at all
             chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
             _replace_group(target, [group.restore(chosen[0], sizes)])
             return
@@ -395,7 +415,7 @@ def _emit_cases(
     case: ir.Value,
     kernels: Sequence[int],
     result_types: list[ir.Type],
-    packed: _Packed,
+    packed: PackedForms,
 ) -> list[ir.Value]:
     """The kernel whose position is ``case``: a balanced scf.if search over the positions."""
     if len(kernels) == 1:
@@ -411,48 +431,9 @@ def _emit_cases(
     return list(branch.results)
 
 
-@dataclass(frozen=True)
-class _Packed:
-    """What packed branches share: the op's M and the weight, encoded once before them."""
-
-    target: _Target
-    dims: dict[int, ir.Value]
-    weight: ir.Value | None
-
-    @staticmethod
-    def of(target: _Target, dims: dict[int, ir.Value]) -> _Packed:
-        if not target.packs_weight:
-            return _Packed(target, dims, None)
-        return _Packed(target, dims, encode_weight(target.op, target.workload, dims))
-
-    def branch(self, kernel: int, *, any_size: bool = False) -> _Branch | None:
-        """A builder of kernel ``kernel``'s packed form, or None when it is not packed;
-        ``any_size``: M's iteration size ``?`` (for any M), not the kernel's bound."""
-        if kernel not in self.target.encoded:
-            return None
-        size = None if any_size else self.target.encoded[kernel]
-        op, workload, dims, weight = self.target.op, self.target.workload, self.dims, self.weight
-        key = FALLBACK if any_size else self.target.plan.kernels[kernel].candidate_key
-
-        def build() -> ir.Operation:
-            decoded = encoded_contraction(op, workload, dims, size, weight)
-            decoded.attributes[KERNEL_ATTR] = ir.StringAttr.get(key)
-            return decoded
-
-        return _Branch(dims, build)
-
-
-@dataclass(frozen=True)
-class _Branch:
-    """A packed branch: the dynamic loops' values and the builder of its encoded contraction."""
-
-    dims: dict[int, ir.Value]
-    build: Callable[[], ir.Operation]
-
-
 def _kernel(
-    target: _Target, kernel: int, packed: _Packed
-) -> tuple[str, ir.Attribute | None, _Branch | None]:
+    target: _Target, kernel: int, packed: PackedForms
+) -> tuple[str, ir.Attribute | None, PackedBranch | None]:
     return target.plan.kernels[kernel].candidate_key, target.infos[kernel], packed.branch(kernel)
 
 
@@ -461,18 +442,25 @@ def _clone_group(
     sizes: Sequence[ir.Value],
     kernel: str,
     info: ir.Attribute | None,
-    packed: _Branch | None = None,
+    packed: PackedBranch | None = None,
 ) -> list[ir.Value]:
     """The op (config replaced by ``info``, or its packed form) and its fused consumers,
-    reading the clones; a packed group is one ``flow.dispatch.region`` (result sizes
+    reading the clones; an encoded group is one ``flow.dispatch.region`` (result sizes
     ``sizes``), as IREE's data tiling forms it."""
     group = target.group
+    if packed is not None and not packed.region:
+        return [group.clone_after(_marked(packed.build(), kernel))]
     if packed is not None:
         region = dispatch_region([group.output_type], sizes)
         with ir.InsertionPoint(region.regions[0].blocks[0]):
-            region_return([group.clone_after(packed.build())])
+            region_return([group.clone_after(_marked(packed.build(), kernel))])
         return list(region.results)
     return [group.clone_after(_clone(target.op, kernel, info))]
+
+
+def _marked(op: ir.Operation, kernel: str) -> ir.Operation:
+    op.attributes[KERNEL_ATTR] = ir.StringAttr.get(kernel)
+    return op
 
 
 def _clone(op: ir.Operation, kernel: str, info: ir.Attribute | None) -> ir.Operation:

@@ -25,7 +25,7 @@ from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.dispatch import Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
-from dcmlir.space import DataTiledCandidate, PackedCandidate
+from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.space.packed import PACKED_M0
 from dcmlir.workload import NotAWorkload, workloads
 
@@ -94,6 +94,15 @@ def peer_threshold(plan: Plan) -> int | None:
 def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySplit | None:
     """Split the entry of the plan's packed workloads (see the module docstring); None,
     with a remark saying why, when it is not split."""
+    explicit = _explicit_workloads(plan)
+    if explicit:
+        ctx.remark(
+            module,
+            f"entry not split: {', '.join(explicit)} run explicit mmt4d kernels, faster than "
+            "data tiling at every T, whose weight layout is not data tiling's (a data-tiled "
+            "copy would hold their weights twice)",
+        )
+        return None
     threshold = peer_threshold(plan)
     if threshold is None:
         ctx.remark(
@@ -112,6 +121,15 @@ def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySpli
         ctx.remark(function, f"entry split: {split.describe()}")
         _split(function, name, arg_dim, threshold)
     return split
+
+
+def _explicit_workloads(plan: Plan) -> list[str]:
+    """The keys of the workloads whose plan runs explicit mmt4d kernels."""
+    return [
+        planned.key
+        for planned in plan.workloads
+        if any(isinstance(k.candidate, Mmt4dCandidate) for k in planned.kernels)
+    ]
 
 
 def _is_packed(planned: WorkloadPlan) -> bool:

@@ -141,11 +141,21 @@ def packed_workload_plan(workload: Workload) -> WorkloadPlan:
     return WorkloadPlan.build(workload, packed, choices, cost_table(shapes, 2), ranges={0: (1, 16)})
 
 
+def explicit_workload_plan(workload: Workload) -> WorkloadPlan:
+    """M in 1..16: M <= 2 the explicit mmt4d kernel with M0 = 1, else M0 = 8."""
+    shapes = [(m,) for m in range(1, 17)]
+    choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
+    explicit = [candidate_from_key("mmt4d:m1n32k1"), candidate_from_key("mmt4d:m8n32k1")]
+    return WorkloadPlan.build(
+        workload, explicit, choices, cost_table(shapes, 2), ranges={0: (1, 16)}
+    )
+
+
 def lit_plans() -> dict[str, Plan]:
     """The plans lit_tests/emit_dispatch.mlir runs with, keyed by file name."""
     found = workloads_of(LIT_FILE.read_text())
     dense, scores = found[0], found[1]
-    packed = next(w for w in found if w.constant_operands)
+    packed, explicit = (w for w in found if w.constant_operands)
     main = Plan(
         LIT_TARGET,
         "emit_dispatch.mlir",
@@ -153,6 +163,7 @@ def lit_plans() -> dict[str, Plan]:
             dense_workload_plan(dense, ("config",) * 3),
             scores_workload_plan(scores),
             packed_workload_plan(packed),
+            explicit_workload_plan(explicit),
         ),
     )
     td = Plan(
@@ -162,8 +173,10 @@ def lit_plans() -> dict[str, Plan]:
     other = Plan(LIT_TARGET, "half.mlir", (dense_workload_plan(half, ("config",) * 3),))
     entry = workloads_of(SPLIT_LIT_FILE.read_text().split("// -----")[0])[0]
     split = Plan(LIT_TARGET, "split_entry.mlir", (packed_workload_plan(entry),))
+    unsplit = Plan(LIT_TARGET, "split_entry.mlir", (explicit_workload_plan(entry),))
     return {
         "split_entry.plan.json": split,
+        "split_entry.mmt4d.plan.json": unsplit,
         "emit_dispatch.plan.json": main,
         "emit_dispatch.td.plan.json": td,
         "emit_dispatch.other.plan.json": other,

@@ -22,7 +22,7 @@ from dcmlir.build.compiler import (
     default_cache,
     scratch_directory,
 )
-from dcmlir.build.routes import ConfigRoute, Route
+from dcmlir.build.routes import ConfigRoute, Route, flag_group
 from dcmlir.codegen.kernel import kernel_module_text
 from dcmlir.ir.iree import run_compile
 from dcmlir.space import Candidate
@@ -110,12 +110,16 @@ class Builder:
         """Build every candidate; the result is in candidate order, failures included."""
         named = [(f"v{index}", candidate) for index, candidate in enumerate(candidates)]
         results: dict[str, BuiltVariant] = {}
-        for start in range(0, len(named), self.chunk_size):
-            chunk = named[start : start + self.chunk_size]
+        chunks = [
+            group[start : start + self.chunk_size]
+            for group in _flag_groups(named)
+            for start in range(0, len(group), self.chunk_size)
+        ]
+        for chunk in chunks:
             for built in self._build_chunk(workload, chunk):
                 results[built.function] = built
             if progress is not None:
-                progress(min(start + self.chunk_size, len(named)), len(named))
+                progress(len(results), len(named))
         return [results[name] for name, _ in named]
 
     def _build_chunk(
@@ -180,3 +184,13 @@ class Builder:
                 )
             )
         return built
+
+
+def _flag_groups(
+    named: Sequence[tuple[str, Candidate]],
+) -> list[list[tuple[str, Candidate]]]:
+    """``named`` split by :func:`~dcmlir.build.routes.flag_group`, each in its order."""
+    groups: dict[int, list[tuple[str, Candidate]]] = {}
+    for item in named:
+        groups.setdefault(flag_group(item[1]), []).append(item)
+    return [groups[key] for key in sorted(groups)]

@@ -19,10 +19,17 @@ from typing import Protocol
 
 from dcmlir.build.compiler import Build, default_cache_dir
 from dcmlir.build.td import td_flags, verify_td_build
-from dcmlir.codegen.kernel import EncodedForm, KernelVariant
+from dcmlir.codegen.kernel import EncodedForm, KernelVariant, Mmt4dForm
 from dcmlir.codegen.library import codegen_library, compilation_info
+from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
-from dcmlir.space import Candidate, DataTiledCandidate, PackedCandidate, packing_problem
+from dcmlir.space import (
+    Candidate,
+    DataTiledCandidate,
+    Mmt4dCandidate,
+    PackedCandidate,
+    packing_problem,
+)
 from dcmlir.workload import Workload
 
 
@@ -74,7 +81,7 @@ class ConfigRoute:
     name = "config"
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate | DataTiledCandidate):
+        if isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
         attribute = candidate.compilation_info(workload)  # type: ignore[attr-defined]
         if attribute is None:
@@ -107,7 +114,7 @@ class TransformLibraryRoute:
         self._dumps: dict[tuple[str, ...], Path] = {}
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate | DataTiledCandidate):
+        if isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
         levels = candidate.levels(workload)  # type: ignore[attr-defined]
         if levels is None:
@@ -120,7 +127,8 @@ class TransformLibraryRoute:
         tiled = [
             (name, workload, candidate.levels(workload))  # type: ignore[attr-defined]
             for name, candidate in chunk
-            if not isinstance(candidate, PackedCandidate) and candidate.levels(workload) is not None  # type: ignore[attr-defined]
+            if not isinstance(candidate, PackedCandidate | Mmt4dCandidate)
+            and candidate.levels(workload) is not None  # type: ignore[attr-defined]
         ]
         if not tiled:
             return BuildRequest()
@@ -147,7 +155,7 @@ class TransformLibraryRoute:
             name
             for name, candidate in chunk
             if not _is_default(candidate)
-            and not isinstance(candidate, PackedCandidate | DataTiledCandidate)
+            and not isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
         ]
         if dumps is None or not names:
             return {}
@@ -169,19 +177,35 @@ _DUMP_FLAGS = (
 
 
 def packed_variant(
-    candidate: PackedCandidate | DataTiledCandidate, function: str, constant_weight: bool
+    candidate: PackedCandidate | DataTiledCandidate | Mmt4dCandidate,
+    function: str,
+    constant_weight: bool,
 ) -> KernelVariant:
-    """A packed or data-tiled kernel is its own program (the op on data-tiling encodings)
-    on every route; a workload whose weight is a constant keeps it in the module."""
+    """A packed, data-tiled or explicit mmt4d kernel is its own program (the op on
+    data-tiling encodings, or pack / mmt4d / unpack) on every route; a workload whose
+    weight is a constant keeps it in the module."""
+    if isinstance(candidate, Mmt4dCandidate):
+        return KernelVariant(function, mmt4d=Mmt4dForm(candidate.m0, candidate.n0, constant_weight))
     m0 = candidate.m0 if isinstance(candidate, PackedCandidate) else None
     return KernelVariant(function, encoded=EncodedForm(m0, constant_weight))
 
 
 def encoded_flags(chunk: Sequence[tuple[str, Candidate]]) -> tuple[str, ...]:
-    """The flags IREE needs for a chunk with data-tiled kernels (none for the others)."""
+    """The flags IREE needs for a chunk with data-tiled or explicit mmt4d kernels (none for
+    the others). The two never share a chunk (:func:`flag_group`): the mmt4d kernels turn
+    IREE's ukernels off, which the encoded kernels are measured with."""
+    flags: tuple[str, ...] = ()
     if any(isinstance(candidate, PackedCandidate | DataTiledCandidate) for _, candidate in chunk):
-        return ENCODED_KERNEL_FLAGS
-    return ()
+        flags += ENCODED_KERNEL_FLAGS
+    if any(isinstance(candidate, Mmt4dCandidate) for _, candidate in chunk):
+        flags += MMT4D_KERNEL_FLAGS
+    return flags
+
+
+def flag_group(candidate: Candidate) -> int:
+    """Candidates of different groups compile in different chunks: 0 for IREE's encodings
+    (built with its ukernels), 1 for the rest (the mmt4d kernels build without them)."""
+    return 0 if isinstance(candidate, PackedCandidate | DataTiledCandidate) else 1
 
 
 def _is_default(candidate: Candidate) -> bool:

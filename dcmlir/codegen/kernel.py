@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dcmlir.codegen.packed import data_tile
+from dcmlir.codegen.mmt4d import explicit_mmt4d, pack_weight
+from dcmlir.codegen.packed import data_tile, loop_dims
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.layouts import fixed_weight, resource_trailer, weight_seed
 from dcmlir.reference import contract
@@ -32,6 +33,13 @@ class KernelVariant:
     op_attributes: Mapping[str, str] = field(default_factory=dict)  # name -> attribute text
     func_attributes: Mapping[str, str] = field(default_factory=dict)
     encoded: EncodedForm | None = None  # the op on data-tiling encodings, not as it is
+    mmt4d: Mmt4dForm | None = None  # the op as explicit pack / mmt4d / unpack
+
+    @property
+    def constant_weight(self) -> bool:
+        """Whether the function reads the module's constant weight instead of ``%b``."""
+        form = self.encoded or self.mmt4d
+        return form is not None and form.constant_weight
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,16 @@ class EncodedForm:
     """
 
     m0: int | None
+    constant_weight: bool
+
+
+@dataclass(frozen=True)
+class Mmt4dForm:
+    """A kernel written as explicit pack / mmt4d / unpack (:mod:`dcmlir.codegen.mmt4d`)
+    with tile ``m0 x n0``; ``constant_weight`` as in :class:`EncodedForm`."""
+
+    m0: int
+    n0: int
     constant_weight: bool
 
 
@@ -141,11 +159,8 @@ def kernel_module_text(
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(f"variant names must be distinct: {names}")
-    constant = any(v.encoded is not None and v.encoded.constant_weight for v in variants)
-    body = "\n".join(
-        kernel_function_text(workload, v.name, v.encoded is not None and v.encoded.constant_weight)
-        for v in variants
-    )
+    constant = any(v.constant_weight for v in variants)
+    body = "\n".join(kernel_function_text(workload, v.name, v.constant_weight) for v in variants)
     if constant:
         body = f"{weight_global(workload)}\n{body}"
     header = f"module attributes {{{module_attributes}}} {{" if module_attributes else "module {"
@@ -159,10 +174,24 @@ def kernel_module_text(
                 form = variant.encoded
                 data_tile(_contraction_of(func), workload, form.m0, form.constant_weight)
                 continue
+            if variant.mmt4d is not None:
+                _explicit(_contraction_of(func), workload, variant.mmt4d)
+                continue
             op = _contraction_of(func)
             _attach(op, variant.op_attributes, variant.name)
             _attach(func.operation, variant.func_attributes, variant.name)
         return str(module)
+
+
+def _explicit(op: ir.Operation, workload: Workload, form: Mmt4dForm) -> None:
+    """Replace ``op`` by its explicit pack / mmt4d / unpack form (the weight packed in the
+    function: IREE hoists it when the weight is the module's constant)."""
+    with ir.InsertionPoint(op), op.location:
+        dims = loop_dims(op, workload)
+        weight = pack_weight(op, workload, form.n0)
+        unpacked = explicit_mmt4d(op, workload, dims, form.m0, form.n0, weight)
+    op.results[0].replace_all_uses_with(unpacked.results[0])
+    op.erase()
 
 
 def weight_global(workload: Workload) -> str:

@@ -76,12 +76,21 @@ def tile_grid_estimate(
     """Seconds at each of ``rows``: the measured time of the same tile count where there
     is one (the count, not the rows, sets the time), else the line corrected by the
     residuals of the nearest measured tile counts on either side (the line is not
-    exact: one tile costs a little more than the line says, measured on the records)."""
+    exact: one tile costs a little more than the line says, measured on the records).
+
+    More tiles never take less time: a measurement above one of more tiles is noise (a
+    sample the machine slowed; seen at 1.4x on the records), so every time is capped by
+    the fastest measurement of a larger tile count.
+    """
     by_count: dict[int, list[float]] = {}
     for value, seconds in points:
         if math.isfinite(seconds) and seconds > 0:
             by_count.setdefault(tiles(value, tile), []).append(seconds)
     measured = {count: sum(v) / len(v) for count, v in by_count.items()}
+    cap = math.inf
+    for count in sorted(measured, reverse=True):
+        measured[count] = min(measured[count], cap)
+        cap = measured[count]
     line = fit_tile_grid(tile, points)
     if line is None:
         return None
@@ -104,5 +113,6 @@ def tile_grid_estimate(
             correction = residual[lo] * (1 - weight) + residual[hi] * weight
         else:
             correction = residual[below[-1] if below else above[0]]
-        found.append(line.predict(value) * math.exp(correction))
+        above_cap = min((measured[c] for c in above), default=math.inf)
+        found.append(min(line.predict(value) * math.exp(correction), above_cap))
     return found

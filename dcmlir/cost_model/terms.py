@@ -22,6 +22,7 @@ from dcmlir.space import (
     CpuCandidate,
     DataTiledCandidate,
     DefaultCandidate,
+    Mmt4dCandidate,
     PackedCandidate,
 )
 from dcmlir.target import CudaTarget, Target
@@ -83,7 +84,9 @@ def pad_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...] | Non
         return None
     levels = candidate.levels(workload)
     parallel = (
-        levels.vector if isinstance(candidate, CpuCandidate | PackedCandidate) else levels.workgroup
+        levels.vector
+        if isinstance(candidate, CpuCandidate | PackedCandidate | Mmt4dCandidate)
+        else levels.workgroup
     )
     return tuple(
         levels.reduction[d.index] if d.role == K else parallel[d.index] for d in workload.dims

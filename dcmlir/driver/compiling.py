@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from dcmlir.build.compiler import Build, BuildError, build
+from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
 from dcmlir.dispatch import Plan, PlanError, PlannedKernel, WorkloadPlan
 from dcmlir.driver.loading import (
@@ -34,7 +35,7 @@ from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
 from dcmlir.passes.split_entry import EntrySplit, split_entry
-from dcmlir.space import DataTiledCandidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import DataTiledCandidate, DefaultCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
 
@@ -98,12 +99,7 @@ def compile(
     attempts = (True, False) if loaded.level != GLOBAL_OPT else (False,)
     for split_entry_first in attempts:
         mlir, dispatched, split = _emit(text, source, loaded, str(plan), split_entry_first, stream)
-        if split is not None:
-            run_flags = flags + DATA_TILING_FLAGS
-        elif dispatched and _runs_packed_kernels(loaded):
-            run_flags = flags + ENCODED_KERNEL_FLAGS
-        else:
-            run_flags = flags
+        run_flags = flags + _kernel_flags(loaded, bool(dispatched), split is not None)
         try:
             built = build(mlir, loaded.target, run_flags, source_name=source)
         except BuildError as err:
@@ -252,8 +248,7 @@ def _build_plan(
 ) -> tuple[str, int, Build]:
     """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build)."""
     mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
-    packed = dispatched and _runs_packed_kernels(plan)
-    run_flags = flags + ENCODED_KERNEL_FLAGS if packed else flags
+    run_flags = flags + _kernel_flags(plan, bool(dispatched), False)
     return mlir, dispatched, build(mlir, plan.target, run_flags, source_name=source)
 
 
@@ -278,12 +273,41 @@ def _is_default(kernel: PlannedKernel) -> bool:
 
 
 def _is_packed(kernel: PlannedKernel) -> bool:
-    return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
+    return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
 
 
 def _runs_packed_kernels(plan: Plan) -> bool:
     """Whether a branch of the dispatch runs a packed kernel (IREE's encodings)."""
-    return any(_is_packed(kernel) for workload in plan.workloads for kernel in workload.kernels)
+    return any(
+        isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
+        for workload in plan.workloads
+        for kernel in workload.kernels
+    )
+
+
+def _runs_mmt4d_kernels(plan: Plan) -> bool:
+    """Whether a branch runs an explicit mmt4d kernel (IREE's codegen, not its ukernels)."""
+    return any(
+        isinstance(kernel.candidate, Mmt4dCandidate)
+        for workload in plan.workloads
+        for kernel in workload.kernels
+    )
+
+
+def _kernel_flags(plan: Plan, dispatched: bool, split: bool) -> tuple[str, ...]:
+    """The flags the dispatched module needs: IREE's data tiling for a split entry, its
+    encodings for packed kernels, and no mmt4d ukernels where an explicit kernel runs (a
+    tile no ukernel has would run the ukernel's generic loop, 50x slower)."""
+    if split:
+        flags = DATA_TILING_FLAGS
+    elif dispatched and _runs_packed_kernels(plan):
+        flags = ENCODED_KERNEL_FLAGS
+    else:
+        flags = ()
+    if not (dispatched or split) or not _runs_mmt4d_kernels(plan):
+        return flags
+    kept = tuple(f for f in flags if not f.startswith("--iree-llvmcpu-enable-ukernels="))
+    return kept + MMT4D_KERNEL_FLAGS
 
 
 def _write(path: str | Path, data: bytes | str, option: str) -> None:

@@ -3,7 +3,8 @@
 A packed kernel (:mod:`dcmlir.space.packed`) states an M bound to IREE: it serves
 shapes up to its ``M0`` only, where it is one tile and its time is flat; IREE's own
 data tiling (``datatiled``, in the packed family) serves every M, stepping with its
-widest tile. Both are estimated from their own measurements with
+widest tile, and so does an explicit mmt4d kernel with its ``M0``. Both are estimated
+from their own measurements with
 :mod:`dcmlir.cost_model.row_tiles` instead of the generic model, which scales a
 throughput with the work and cannot see the flat steps (docs/design.md section 12).
 """
@@ -17,7 +18,7 @@ import numpy as np
 
 from dcmlir.cost_model.row_tiles import tile_grid_estimate, two_points
 from dcmlir.shapes import Shape
-from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, PackedCandidate
+from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
 __all__ = ["PackedRows"]
@@ -41,7 +42,7 @@ class PackedRows:
         """The M tile the kernel's time steps with; None for the generic model's kernels."""
         if not self.one_dim:
             return None
-        if isinstance(candidate, PackedCandidate):
+        if isinstance(candidate, PackedCandidate | Mmt4dCandidate):
             return candidate.m0
         if isinstance(candidate, DataTiledCandidate) and self.packs_weight:
             return max(PACKED_M0)

@@ -1,10 +1,11 @@
 """Selection: from the estimated (shape x candidate) table to a few kernels and each shape's pick.
 
-1. Kernel families: the packed kernels read a weight packed and the others read it
-   as it is; one workload's kernels come from one family, so a weight lives in one
+1. Kernel families: the packed kernels read a weight packed ``16 x 1`` (IREE's
+   encodings), the explicit mmt4d kernels read it packed ``32 x 1``, and the others read
+   it as it is; one workload's kernels come from one family, so a weight lives in one
    layout only (docs/design.md section 12). Each family is selected on its own; the
    one that loses least to the best IREE build at each shape (IREE's default or its
-   data tiling, whichever is faster there; beyond ``tie_margin``) wins, then the
+   data tiling, whichever is faster there; beyond :data:`LOSS_MARGIN`) wins, then the
    faster (geomean over the shapes). Before, the codegen family won `dense_out` by
    geomean and ran 5-27% slower than data tiling at 20 of 40 T (never_slower.py,
    budget 240).
@@ -19,14 +20,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, PackedCandidate
+from dcmlir.space import (
+    Candidate,
+    DataTiledCandidate,
+    DefaultCandidate,
+    Mmt4dCandidate,
+    PackedCandidate,
+)
 
-__all__ = ["SelectionSettings", "kernel_families", "select_kernels"]
+__all__ = [
+    "CLOSE_CALL",
+    "LOSS_MARGIN",
+    "FamilySelection",
+    "SelectionSettings",
+    "build_floor",
+    "contested_family",
+    "family_selections",
+    "kernel_families",
+    "select_kernels",
+]
+
+
+LOSS_MARGIN = 0.03
+"""A family loses at a shape when its pick is estimated more than 3% slower than the best
+IREE build there (issue 14's line: at least 0.97x at every T); closer is noise."""
+
+
+CLOSE_CALL = 0.10
+"""A pick estimated within 10% of the best IREE build is a close call: single samples on
+this machine differ by that much between identical builds (docs/benchmarks.md)."""
 
 
 class SelectionSettings(Protocol):
@@ -37,17 +65,68 @@ class SelectionSettings(Protocol):
 
 def kernel_families(candidates: Sequence[Candidate]) -> list[list[int]]:
     """Column groups one workload's kernels all come from: the kernels that read the
-    weight packed (the packed family, with IREE's data tiling when it is offered beside
-    it), and the rest."""
+    weight packed by IREE's encodings (the packed family, with IREE's data tiling when it
+    is offered beside it), the explicit mmt4d kernels of each ``N0``, and the rest."""
     packs_weight = any(isinstance(c, PackedCandidate) for c in candidates)
     packed = [
         i
         for i, c in enumerate(candidates)
         if isinstance(c, PackedCandidate) or (packs_weight and isinstance(c, DataTiledCandidate))
     ]
-    in_family = set(packed)
+    explicit: dict[int, list[int]] = {}
+    for i, c in enumerate(candidates):
+        if isinstance(c, Mmt4dCandidate):
+            explicit.setdefault(c.n0, []).append(i)
+    in_family = set(packed).union(*explicit.values())
     rest = [i for i in range(len(candidates)) if i not in in_family]
-    return [columns for columns in (rest, packed) if columns]
+    families = [rest, packed, *(explicit[n0] for n0 in sorted(explicit))]
+    return [columns for columns in families if columns]
+
+
+@dataclass(frozen=True)
+class FamilySelection:
+    """One family's selection: its kernels (columns) and each shape's pick (index into
+    them); ``lost``: the log time over the best IREE build beyond the tie margin, summed
+    over the shapes; ``cost``: the log time summed (lower is faster)."""
+
+    kernels: list[int]
+    choice: dict[Shape, int]
+    lost: float
+    cost: float
+    columns: list[int]  # the family's members
+
+
+def build_floor(estimate: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
+    """Per shape, the estimate of the best IREE build (its default or its data tiling)."""
+    builds = [
+        i for i, c in enumerate(candidates) if isinstance(c, DefaultCandidate | DataTiledCandidate)
+    ]
+    return estimate[:, builds].min(axis=1) if builds else np.full(len(estimate), np.inf)
+
+
+def family_selections(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    candidates: Sequence[Candidate],
+    settings: SelectionSettings,
+) -> list[FamilySelection]:
+    """Each family's own selection (:func:`kernel_families` order)."""
+    row_of = {shape: row for row, shape in enumerate(shapes)}
+    floor = build_floor(estimate, candidates)
+    found = []
+    for columns in kernel_families(candidates):
+        used, choice = _select_among(estimate, shapes, columns, settings)
+        times = {
+            shape: min(float(estimate[row_of[shape], used[k]]), 1e9) for shape, k in choice.items()
+        }
+        cost = sum(math.log(t) for t in times.values())
+        lost = sum(
+            max(0.0, math.log(t / float(floor[row_of[shape]])) - math.log1p(LOSS_MARGIN))
+            for shape, t in times.items()
+            if math.isfinite(floor[row_of[shape]])
+        )
+        found.append(FamilySelection(used, choice, lost, cost, columns))
+    return found
 
 
 def select_kernels(
@@ -58,27 +137,34 @@ def select_kernels(
 ) -> tuple[list[int], dict[Shape, int]]:
     """(kernel columns, shape -> index into them) of the family that loses least to the
     best IREE build at each shape, then whose selection is fastest (geomean)."""
-    best: tuple[tuple[float, float], list[int], dict[Shape, int]] | None = None
-    row_of = {shape: row for row, shape in enumerate(shapes)}
-    builds = [
-        i for i, c in enumerate(candidates) if isinstance(c, DefaultCandidate | DataTiledCandidate)
-    ]
-    floor = estimate[:, builds].min(axis=1) if builds else np.full(len(shapes), np.inf)
-    for columns in kernel_families(candidates):
-        used, choice = _select_among(estimate, shapes, columns, settings)
-        times = {
-            shape: min(float(estimate[row_of[shape], used[k]]), 1e9) for shape, k in choice.items()
-        }
-        cost = sum(math.log(t) for t in times.values())
-        lost = sum(
-            max(0.0, math.log(t / float(floor[row_of[shape]])) - math.log1p(settings.tie_margin))
-            for shape, t in times.items()
-            if math.isfinite(floor[row_of[shape]])
-        )
-        if best is None or (lost, cost) < best[0]:
-            best = ((lost, cost), used, choice)
-    assert best is not None  # a space is never empty: IREE's default is in it
-    return best[1], best[2]
+    found = family_selections(estimate, shapes, candidates, settings)
+    best = min(found, key=lambda f: (f.lost, f.cost))  # a space is never empty
+    return best.kernels, best.choice
+
+
+def contested_family(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    candidates: Sequence[Candidate],
+    settings: SelectionSettings,
+) -> tuple[FamilySelection, float] | None:
+    """The family whose picks side-by-side measurements should check, and the ratio to the
+    best IREE build above which a pick is checked; None when no family needs it.
+
+    Each family's picks are single samples, the builds' too, and the noise between them
+    decides a close race. A family faster than the selected one (by geomean) that loses
+    somewhere is checked where it loses (beyond :data:`LOSS_MARGIN`); else the selected
+    family, when no IREE build is in it (it reads the weight in a layout of its own), is
+    checked at its close calls (within :data:`CLOSE_CALL` of the build)."""
+    found = family_selections(estimate, shapes, candidates, settings)
+    chosen = min(found, key=lambda f: (f.lost, f.cost))
+    faster = [f for f in found if f.cost < chosen.cost and f.lost > 0]
+    if faster:
+        return min(faster, key=lambda f: f.cost), 1 + LOSS_MARGIN
+    builds = DefaultCandidate | DataTiledCandidate
+    if any(isinstance(candidates[c], builds) for c in chosen.columns):
+        return None
+    return chosen, 1 - CLOSE_CALL
 
 
 def _select_among(

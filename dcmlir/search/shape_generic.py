@@ -42,6 +42,7 @@ from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
+from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
@@ -73,6 +74,7 @@ class SearchSettings:
     first_share: float = 0.25  # of the budget, at most, for the first measurements
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
+    duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
 
@@ -154,6 +156,7 @@ class ShapeGenericSearch:
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
         self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
+        self.duel = FamilyDuel(self.candidates, self.settings.budget, self.settings.duel_share)
 
     # -- measuring ---------------------------------------------------------------------------
     @property
@@ -218,8 +221,12 @@ class ShapeGenericSearch:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
         self.rows.estimate(estimate, self.shapes, self.keys, self.measured)
         for (key, shape), seconds in self.measured.items():
-            if key in column_of and shape in self.shape_index:
-                estimate[self.shape_index[shape], column_of[key]] = seconds
+            if key not in column_of or shape not in self.shape_index:
+                continue
+            column = column_of[key]
+            if math.isfinite(seconds) and self.rows.tile(self.candidates[column]) is not None:
+                continue  # a tile-grid kernel: the mean of its tile count, not one sample
+            estimate[self.shape_index[shape], column] = seconds
         for (key, _), record in self.records.items():
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -409,8 +416,12 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self.settings.reserve
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
-            pairs = self._unproven(kernels, choice) or self.verification_pairs(
-                estimate, kernels, choice, min(limit, remaining)
+            pairs = (
+                self.duel.pairs(
+                    estimate, self.shapes, settings, self._seconds, self.rows.tile, remaining
+                )
+                or self._unproven(kernels, choice)
+                or self.verification_pairs(estimate, kernels, choice, min(limit, remaining))
             )
             if not pairs:
                 break

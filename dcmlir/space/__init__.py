@@ -27,16 +27,20 @@ from dcmlir.space.kinds import (
     workload_space,
 )
 from dcmlir.space.packed import (
+    MMT4D_M0,
     PACKED_M0,
     DataTiledCandidate,
+    Mmt4dCandidate,
     PackedCandidate,
     data_tiling_problem,
+    mmt4d_space,
     packed_space,
     packing_problem,
 )
 
 __all__ = [
     "CPU_REFERENCE_DEPTH",
+    "MMT4D_M0",
     "PACKED_M0",
     "Candidate",
     "CandidateError",
@@ -45,6 +49,7 @@ __all__ = [
     "CudaMmaCandidate",
     "DataTiledCandidate",
     "DefaultCandidate",
+    "Mmt4dCandidate",
     "PackedCandidate",
     "TileLevels",
     "candidate_from_json",
@@ -55,6 +60,7 @@ __all__ = [
     "cuda_space",
     "data_tiling_problem",
     "mma_problem",
+    "mmt4d_space",
     "packed_space",
     "packing_problem",
     "per_loop",

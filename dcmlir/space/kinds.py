@@ -17,8 +17,10 @@ from dcmlir.space.cuda import CudaCandidate, cuda_space
 from dcmlir.space.cuda_mma import CudaMmaCandidate, cuda_mma_space, mma_problem
 from dcmlir.space.packed import (
     DataTiledCandidate,
+    Mmt4dCandidate,
     PackedCandidate,
     data_tiling_problem,
+    mmt4d_space,
     packed_space,
     packing_problem,
 )
@@ -40,6 +42,7 @@ Candidate = (
     | CudaCandidate
     | CudaMmaCandidate
     | PackedCandidate
+    | Mmt4dCandidate
     | DataTiledCandidate
 )
 
@@ -56,15 +59,15 @@ def space_for(target: Target) -> list[Candidate]:
 def workload_space(target: Target, workload: Workload) -> list[Candidate]:
     """The candidates for one workload: the target's space, then the packed family where
     the workload is a projection with a constant weight (:func:`packing_problem`; IREE's
-    own data tiling is its widest member), else IREE's data tiling where it applies
-    (:func:`data_tiling_problem`)."""
+    own data tiling is its widest member) and the explicit mmt4d family beside it, else
+    IREE's data tiling where it applies (:func:`data_tiling_problem`)."""
     space = space_for(target)
     if isinstance(target, CudaTarget):
         return cuda_workload_space(target, workload)
     if not isinstance(target, CpuTarget):
         return space
     if packing_problem(workload) is None:
-        space += [*packed_space(target), DataTiledCandidate()]
+        space += [*packed_space(target), DataTiledCandidate(), *mmt4d_space(target)]
     elif data_tiling_problem(workload) is None:
         space.append(DataTiledCandidate())
     return space
@@ -101,6 +104,8 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         return DataTiledCandidate()
     if kind == PackedCandidate.kind:
         return _from_json_fields(PackedCandidate, obj)
+    if kind == Mmt4dCandidate.kind:
+        return _from_json_fields(Mmt4dCandidate, obj)
     if kind == CudaCandidate.kind:
         values = dict(obj)
         if values.get("stated_workgroup_size") is not None:
@@ -113,6 +118,7 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
 
 _CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
 _PACKED_KEY = re.compile(r"^packed:m(\d+)n(\d+)k(\d+)$")
+_MMT4D_KEY = re.compile(r"^mmt4d:m(\d+)n(\d+)k(\d+)$")
 _CUDA_MMA_KEY = re.compile(r"^cuda-mma:wg(\d+)x(\d+):s(\d+)x(\d+):k(\d+)$")
 _CUDA_KEY = re.compile(r"^cuda:wg(\d+)x(\d+):t(\d+)x(\d+):k(\d+)(:p)?(?::ws(\d+)x(\d+)x(\d+))?$")
 
@@ -131,6 +137,9 @@ def candidate_from_key(key: str) -> Candidate:
     found = _PACKED_KEY.match(key)
     if found:
         return PackedCandidate(*(int(v) for v in found.groups()))
+    found = _MMT4D_KEY.match(key)
+    if found:
+        return Mmt4dCandidate(*(int(v) for v in found.groups()))
     found = _CUDA_MMA_KEY.match(key)
     if found:
         return CudaMmaCandidate(*(int(v) for v in found.groups()))
@@ -143,7 +152,7 @@ def candidate_from_key(key: str) -> Candidate:
         )
     raise ValueError(
         f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
-        "cuda:wg32x64:t4x4:k8:p, cuda-mma:wg64x64:s2x4:k8, packed:m4n16k1)"
+        "cuda:wg32x64:t4x4:k8:p, cuda-mma:wg64x64:s2x4:k8, packed:m4n16k1, mmt4d:m8n32k1)"
     )
 
 

@@ -21,11 +21,14 @@ from dcmlir.target import CpuTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
 
 __all__ = [
+    "MMT4D_M0",
     "PACKED_LAYOUTS",
     "PACKED_M0",
     "DataTiledCandidate",
+    "Mmt4dCandidate",
     "PackedCandidate",
     "data_tiling_problem",
+    "mmt4d_space",
     "packed_space",
     "packing_problem",
 ]
@@ -120,6 +123,91 @@ class PackedCandidate:
 def packed_space(target: CpuTarget) -> list[PackedCandidate]:
     """One packed kernel per M0 of :data:`PACKED_M0`, N0 the target's f32 lanes."""
     return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
+
+
+MMT4D_M0 = (1, 2, 4, 8)
+"""Rows of an explicit mmt4d tile; the tile's accumulators must leave half the vector
+registers free (:func:`mmt4d_space`)."""
+
+
+@dataclass(frozen=True)
+class Mmt4dCandidate:
+    """``linalg.pack`` / ``linalg.mmt4d`` / ``linalg.unpack`` written with this tile
+    (:mod:`dcmlir.codegen.mmt4d`): ``N0`` twice the f32 lanes, a tile no ukernel has, so
+    IREE's codegen lowers it. Unlike :class:`PackedCandidate` it serves every M (its
+    time steps every ``M0`` rows); the weight is packed once, ``N0 x 1``."""
+
+    kind: ClassVar[str] = "mmt4d"
+
+    m0: int
+    n0: int
+    k0: int = PACKED_K0
+
+    def __post_init__(self) -> None:
+        check_sizes(self, ("m0", "n0", "k0"))
+
+    def key(self) -> str:
+        """``mmt4d:m8n32k1``."""
+        return f"mmt4d:m{self.m0}n{self.n0}k{self.k0}"
+
+    def problems(self, target: Target | None = None) -> list[str]:
+        if target is None:
+            return []
+        if not isinstance(target, CpuTarget):
+            return [f"mmt4d kernels are built for llvm-cpu only, not {target.backend}"]
+        found = []
+        if self.n0 % target.lanes:
+            found.append(f"n0={self.n0} is not a multiple of the target's {target.lanes} lanes")
+        accumulators = self.m0 * _ceil(self.n0, target.lanes)
+        if accumulators > target.vector_registers // 2:
+            found.append(
+                f"{accumulators} accumulator registers: more than half the target's "
+                f"{target.vector_registers}"
+            )
+        return found
+
+    def validate(self, target: Target | None = None) -> None:
+        found = self.problems(target)
+        if found:
+            raise ValueError(f"{self.key()}: {'; '.join(found)}")
+
+    def levels(self, workload: Workload) -> TileLevels:
+        """The mmt4d tile as tile levels (M0 rows, N0 columns)."""
+        tile = per_loop(workload, {BATCH: 1, M: self.m0, N: self.n0})
+        return TileLevels(workgroup=tile, vector=tile, reduction=per_loop(workload, {K: self.k0}))
+
+    def compilation_info(self, workload: Workload) -> None:
+        """No attribute on the op: the explicit form is a different program, not a config."""
+        return None
+
+    def op_attributes(self, workload: Workload) -> str:
+        return ""
+
+    def features(self, target: Target | None = None) -> dict[str, float]:
+        return {
+            "is_default": 0.0,
+            "is_packed": 1.0,
+            "vector_m": float(self.m0),
+            "vector_n": float(self.n0),
+            "vector_k": float(self.k0),
+            "vector_elements": float(self.m0 * self.n0),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "m0": self.m0, "n0": self.n0, "k0": self.k0}
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def mmt4d_space(target: CpuTarget) -> list[Mmt4dCandidate]:
+    """One explicit kernel per M0 of :data:`MMT4D_M0` with ``N0`` twice the f32 lanes, where
+    its accumulators fit in half the vector registers (AVX-512: up to 8 x 32; AVX2: 4 x 16).
+    Measured: 16 x 32 (all 32 registers) gives wrong results in IREE 3.13."""
+    n0 = 2 * target.lanes
+    found = [Mmt4dCandidate(m0, n0) for m0 in MMT4D_M0]
+    return [c for c in found if not c.problems(target)]
 
 
 def data_tiling_problem(workload: Workload) -> str | None:

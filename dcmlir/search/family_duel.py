@@ -1,0 +1,124 @@
+"""Side-by-side evidence where a family's picks and the best IREE build are a close call.
+
+A workload's kernels come from one family (:mod:`dcmlir.search.selection`), and the
+family that loses least to the best IREE build wins before the faster one. The packed
+family holds IREE's data tiling itself, so it never loses to it; any other family is
+compared with it through single samples taken minutes apart, on a machine whose IREE
+default drifted by up to 76% between two rounds of one run. A family 1.1-1.2x faster
+by geomean then lost on a few noisy cells (the explicit mmt4d family on BERT's
+projections, 2026-11-26), and, once chosen, it ran 8% slower than data tiling at T =
+13..16 of `dense_out` where its estimate said it won. So the contested family (a faster
+one estimated to lose somewhere, else the chosen one when no IREE build is in it) has
+its pick and the best IREE build timed at one shape in one call of the measurer
+(interleaved, the same input sets), at shapes where neither was measured, one per
+tile-count regime; a regime whose pairs, twice or more, show a loss beyond 3% is a real
+loss and ends the duel (the estimates now carry it), and the duel never takes more than
+its share of the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dcmlir.search.selection import LOSS_MARGIN, SelectionSettings, contested_family
+from dcmlir.shapes import Shape
+from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
+
+__all__ = ["FamilyDuel"]
+
+Seconds = Callable[[int, int], "float | None"]  # (column, row) -> measured seconds or None
+Tile = Callable[[Candidate], "int | None"]  # the M tile a kernel's time steps with
+
+
+Regime = tuple[int, int, int, int]  # (rival column, build column, their tile counts)
+
+
+class FamilyDuel:
+    """The duel's state across the search's rounds: the shapes it timed, by regime."""
+
+    def __init__(self, candidates: Sequence[Candidate], budget: int, share: float) -> None:
+        self.candidates = list(candidates)
+        self.room = int(budget * share)
+        self.used = 0
+        self.timed: dict[Shape, Regime] = {}
+        self.builds = [
+            i
+            for i, c in enumerate(self.candidates)
+            if isinstance(c, DefaultCandidate | DataTiledCandidate)
+        ]
+
+    def pairs(
+        self,
+        estimate: np.ndarray,
+        shapes: Sequence[Shape],
+        settings: SelectionSettings,
+        seconds: Seconds,
+        tile: Tile,
+        limit: int,
+    ) -> list[tuple[Candidate, Shape]]:
+        """The next pairs to time (the contested family's pick and the build at one
+        shape), or none: nothing contested, a regime whose pairs show the loss, or the
+        share is spent.
+
+        A regime is the rival's kernel and the build with their row-tile counts: every
+        shape of it costs the same, so its pairs are repeats of one comparison. A regime
+        the estimate still shows losing gets a pair, the regimes timed least first (an
+        estimate averages every sample of a tile count, the duel's and the others'); the
+        loss is real when the mean of two or more pairs of one regime shows it
+        (:data:`~dcmlir.search.selection.LOSS_MARGIN`). Pairs of a kernel the rival no
+        longer picks there are moot: its estimate moved, and the rival moved with it."""
+        room = min(self.room - self.used, limit)
+        if room < 2 or not self.builds:
+            return []
+        contest = contested_family(estimate, shapes, self.candidates, settings)
+        if contest is None:
+            return []
+        rival, threshold = contest
+        line = math.log1p(LOSS_MARGIN)
+        ratios: dict[Regime, list[float]] = {}
+        for shape, regime in self.timed.items():
+            row = shapes.index(shape)
+            if rival.kernels[rival.choice[shape]] != regime[0]:
+                continue  # the rival no longer runs that kernel there: its pair is moot
+            mine, theirs = seconds(regime[0], row), seconds(regime[1], row)
+            if mine is not None and theirs is not None:
+                ratios.setdefault(regime, []).append(math.log(mine / theirs))
+        for found in ratios.values():
+            if len(found) >= 2 and sum(found) / len(found) > line:
+                return []  # timed side by side, twice or more: the loss is real
+        wanted: dict[Regime, tuple[tuple[int, float], Shape]] = {}
+        for row, shape in enumerate(shapes):
+            column = rival.kernels[rival.choice[shape]]
+            build = min(self.builds, key=lambda c: float(estimate[row, c]))
+            if shape in self.timed or seconds(column, row) is not None:
+                continue
+            if seconds(build, row) is not None:
+                continue
+            ratio = float(estimate[row, column] / estimate[row, build])
+            if ratio <= threshold:
+                continue
+            regime = (column, build, *self._counts(shape, column, build, tile))
+            score = (-len(ratios.get(regime, [])), ratio)  # regimes timed least first
+            if regime not in wanted or score > wanted[regime][0]:
+                wanted[regime] = (score, shape)
+        found: list[tuple[Candidate, Shape]] = []
+        ranked = sorted(wanted.items(), key=lambda item: item[1], reverse=True)
+        for regime, (_, shape) in ranked[: room // 2]:
+            found += [(self.candidates[regime[0]], shape), (self.candidates[regime[1]], shape)]
+            self.timed[shape] = regime
+        self.used += len(found)
+        return found
+
+    def _counts(self, shape: Shape, column: int, build: int, tile: Tile) -> tuple[int, int]:
+        return (
+            _count(shape, tile(self.candidates[column])),
+            _count(shape, tile(self.candidates[build])),
+        )
+
+
+def _count(shape: Shape, tile: int | None) -> int:
+    """The regime of a shape for a kernel: its row-tile count, else the shape's M."""
+    return -(-shape[0] // tile) if tile else shape[0]

@@ -1,0 +1,241 @@
+"""The explicit mmt4d family: candidates, the flag groups they build in, their family in
+selection, and real builds of its kernels and of a dispatch that runs them."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_packed import RNG, WEIGHT, constant_projection, workload_of
+
+import dcmlir
+from dcmlir.build.routes import encoded_flags, flag_group
+from dcmlir.codegen.kernel import KernelVariant, Mmt4dForm, kernel_module_text
+from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.driver.compiling import _kernel_flags
+from dcmlir.ir.iree import load_function
+from dcmlir.layouts import fixed_weight, weight_seed
+from dcmlir.search.selection import kernel_families
+from dcmlir.search.shape_generic import SearchSettings
+from dcmlir.space import (
+    DataTiledCandidate,
+    DefaultCandidate,
+    Mmt4dCandidate,
+    PackedCandidate,
+    candidate_from_json,
+    candidate_from_key,
+    mmt4d_space,
+    workload_space,
+)
+from dcmlir.target import CpuTarget
+
+
+def test_mmt4d_candidates_round_trip_and_fit_half_the_registers() -> None:
+    avx512 = CpuTarget(vector_bits=512)
+    assert [c.key() for c in mmt4d_space(avx512)] == [f"mmt4d:m{m}n32k1" for m in (1, 2, 4, 8)]
+    avx2 = CpuTarget(vector_bits=256)  # 16 registers of 8 lanes: 4 x 16 at most
+    assert [c.key() for c in mmt4d_space(avx2)] == [f"mmt4d:m{m}n16k1" for m in (1, 2, 4)]
+    wide = Mmt4dCandidate(16, 32)  # all 32 registers: wrong results in IREE 3.13
+    assert "accumulator registers" in " ".join(wide.problems(avx512))
+    assert "multiple" in " ".join(Mmt4dCandidate(4, 24).problems(avx512))
+    for candidate in mmt4d_space(avx512):
+        assert candidate_from_key(candidate.key()) == candidate
+        assert candidate_from_json(candidate.to_json()) == candidate
+    space = workload_space(avx512, workload_of(constant_projection()))
+    assert sum(isinstance(c, Mmt4dCandidate) for c in space) == 4
+
+
+def test_mmt4d_kernels_never_share_a_build_with_the_encoded_ones() -> None:
+    """IREE's ukernels off for the mmt4d tiles would change how the encoded kernels are
+    measured, and on would run the mmt4d tiles in the ukernel's generic loop."""
+    encoded = [PackedCandidate(4, 16), DataTiledCandidate()]
+    explicit = Mmt4dCandidate(8, 32)
+    assert {flag_group(c) for c in encoded} == {0}
+    assert flag_group(explicit) == flag_group(DefaultCandidate()) == 1
+    assert encoded_flags([("a", explicit)]) == ("--iree-llvmcpu-enable-ukernels=none",)
+    assert "--iree-llvmcpu-enable-ukernels=none" not in encoded_flags([("a", encoded[0])])
+
+
+def test_each_weight_layout_is_a_family_of_its_own() -> None:
+    candidates = [
+        DefaultCandidate(),
+        PackedCandidate(4, 16),
+        DataTiledCandidate(),
+        Mmt4dCandidate(1, 32),
+        Mmt4dCandidate(8, 32),
+    ]
+    assert kernel_families(candidates) == [[0], [1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_mmt4d_kernel_modules_compute_the_projection(layout: str) -> None:
+    """N = 48 is not a multiple of N0 = 32: the packed weight is padded, the result cut."""
+    from dcmlir.build.compiler import build
+
+    workload = workload_of(constant_projection(layout))
+    variants = [KernelVariant(f"k{m0}", mmt4d=Mmt4dForm(m0, 32, True)) for m0 in (1, 4, 8)]
+    text = kernel_module_text(workload, variants)
+    assert text.count("linalg.mmt4d") == 3
+    vmfb = build(text, CpuTarget(), ("--iree-llvmcpu-enable-ukernels=none",)).vmfb
+    shape = workload.operand_shape(1)
+    weight = fixed_weight(tuple(e for e in shape if e), "float32", weight_seed(workload.key))
+    matrix = weight.astype(np.float64)
+    matrix = matrix.T if layout == "nk" else matrix
+    for variant in variants:
+        function = load_function(vmfb, variant.name)
+        for m in (1, 3, 9, 17):
+            x = RNG.standard_normal((m, 64)).astype(np.float32)
+            (out,) = function(x, np.zeros(weight.shape, np.float32))  # reads the constant
+            expected = x.astype(np.float64) @ matrix
+            assert np.max(np.abs(out - expected)) <= 1e-5 * np.max(np.abs(expected))
+
+
+def test_a_dispatch_of_mmt4d_kernels_compiles_without_ukernels_and_stays_right(
+    tmp_path: Path,
+) -> None:
+    """m1 for M <= 2, m8 above; outside the range (0, 25, 40) the widest kernel runs, so the
+    weight lives packed only, once."""
+    source = tmp_path / "proj.mlir"
+    source.write_text(constant_projection("nk"))
+    workload = workload_of(constant_projection("nk"))
+    shapes = [(m,) for m in range(1, 25)]
+    kernels = [candidate_from_key("mmt4d:m1n32k1"), candidate_from_key("mmt4d:m8n32k1")]
+    choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
+    costs = {s: [1e-6, 2e-6] if s[0] <= 2 else [2e-6, 1e-6] for s in shapes}
+    planned = WorkloadPlan.build(workload, kernels, choices, costs, ranges={0: (1, 24)})
+    Plan(CpuTarget(), "proj.mlir", (planned,)).save(tmp_path / "plan.json")
+    result = dcmlir.compile(
+        source, plan=tmp_path / "plan.json", emit_mlir=tmp_path / "d.mlir", stream=io.StringIO()
+    )
+    assert result.dispatched == 1 and result.split is None
+    emitted = (tmp_path / "d.mlir").read_text()
+    assert emitted.count("outer_dims_perm") == 0  # N x K: no transpose in the weight's pack
+    assert emitted.count("linalg.mmt4d") == 3  # two kernels and the fallback
+    assert emitted.count("linalg.pack %w ") == 1  # once, before the cascade: IREE hoists it
+    plan = Plan.load(tmp_path / "plan.json")
+    assert _kernel_flags(plan, True, False) == ("--iree-llvmcpu-enable-ukernels=none",)
+    assert _kernel_flags(plan, True, True) == (  # a split entry keeps data tiling, not ukernels
+        "--iree-opt-data-tiling",
+        "--iree-llvmcpu-enable-ukernels=none",
+    )
+    assert 'dcmlir.kernel = "mmt4d:m1n32k1"' in emitted
+    assert 'dcmlir.kernel = "fallback"' in emitted
+    function = load_function(result.vmfb, "main")
+    for m in (0, 1, 2, 3, 8, 17, 24, 25, 40):
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        (out,) = function(x)
+        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
+        assert out.shape == (m, 48)
+        if m:
+            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+# --- choosing between families ---------------------------------------------------------
+
+
+FAMILY = [
+    DefaultCandidate(),
+    PackedCandidate(16, 16),
+    DataTiledCandidate(),
+    Mmt4dCandidate(4, 32),
+    Mmt4dCandidate(8, 32),
+]
+ROWS = [(t,) for t in range(1, 33)]
+
+
+def family_table(noisy: dict[int, float]) -> np.ndarray:
+    """Default 12 us per row; data tiling 10 us per 16-row tile (packed:m16 the same up to
+    16); the explicit kernels 2.5 us per 4-row tile (m4), 4 us per 8-row tile (m8): never
+    slower than data tiling, except where ``noisy`` scales both explicit kernels at a T."""
+    table = np.array(
+        [
+            [
+                12.0 * t,
+                10.0 if t <= 16 else np.inf,
+                10.0 * -(-t // 16),
+                2.5 * -(-t // 4),
+                4.0 * -(-t // 8),
+            ]
+            for (t,) in ROWS
+        ]
+    )
+    for t, factor in noisy.items():
+        table[t - 1, 3:] *= factor
+    return table
+
+
+def keys_of(columns: list[int]) -> set[str]:
+    return {FAMILY[c].key() for c in columns}
+
+
+def test_a_faster_family_that_loses_on_one_cell_is_contested_there() -> None:
+    from dcmlir.search.selection import contested_family, select_kernels
+
+    settings = SearchSettings()
+    noisy = family_table({12: 1.6})  # m4 at T = 12: 12 us against data tiling's 10
+    used, _ = select_kernels(noisy, ROWS, FAMILY, settings)
+    assert keys_of(used) <= {"packed:m16n16k1", "datatiled"}  # it never loses: it holds them
+    contest = contested_family(noisy, ROWS, FAMILY, settings)
+    assert contest is not None and contest[1] == pytest.approx(1.03)
+    assert keys_of(contest[0].columns) == {"mmt4d:m4n32k1", "mmt4d:m8n32k1"}
+    clean = family_table({})
+    used, _ = select_kernels(clean, ROWS, FAMILY, settings)
+    assert keys_of(used) <= {"mmt4d:m4n32k1", "mmt4d:m8n32k1"}
+    chosen = contested_family(clean, ROWS, FAMILY, settings)  # no build in it: close calls
+    assert chosen is not None and chosen[1] == pytest.approx(0.90)
+    assert keys_of(chosen[0].columns) == {"mmt4d:m4n32k1", "mmt4d:m8n32k1"}
+
+
+@pytest.mark.parametrize(("second", "real"), [(12.0, True), (7.0, False)])
+def test_the_duel_repeats_a_losing_regime_side_by_side_and_stops_on_a_real_loss(
+    second: float, real: bool
+) -> None:
+    """T = 9..16 is one regime of m8 (2 tiles) and data tiling (1 tile)."""
+    from dcmlir.search.family_duel import FamilyDuel
+
+    candidates = [FAMILY[0], FAMILY[1], FAMILY[2], FAMILY[4]]  # one explicit kernel: m8
+    table = family_table({12: 1.6})[:, [0, 1, 2, 4]]  # m8 at T = 12: 12.8 us against 10
+    measured: dict[tuple[int, int], float] = {}
+
+    def seconds(column: int, row: int) -> float | None:
+        return measured.get((column, row))
+
+    def pairs() -> list[tuple[str, int]]:
+        found = duel.pairs(table, ROWS, SearchSettings(), seconds, PackedRowsLike.tile, 99)
+        return sorted((c.key(), s[0]) for c, s in found)
+
+    duel = FamilyDuel(candidates, budget=200, share=0.15)  # 30 measurements at most
+    assert pairs() == [("datatiled", 12), ("mmt4d:m8n32k1", 12)]
+    measured[(3, 11)], measured[(2, 11)] = 12.0, 10.0  # timed side by side: the loss again
+    table[8:16, 3] = 12.0  # the tile count's estimate follows its measurement
+    assert pairs() == [("datatiled", 9), ("mmt4d:m8n32k1", 9)]  # the regime, once more
+    measured[(3, 8)], measured[(2, 8)] = second, 10.0
+    if real:  # two pairs of the regime show the loss: it is real, the duel ends
+        assert pairs() == []
+    else:  # one of the two was noise: the regime's next shape is timed
+        assert pairs() == [("datatiled", 10), ("mmt4d:m8n32k1", 10)]
+    assert duel.used <= 30
+
+
+class PackedRowsLike:
+    """The M tile each kernel's time steps with (what the search's PackedRows says)."""
+
+    @staticmethod
+    def tile(candidate: object) -> int | None:
+        if isinstance(candidate, Mmt4dCandidate | PackedCandidate):
+            return candidate.m0
+        return 16 if isinstance(candidate, DataTiledCandidate) else None
+
+
+def test_more_tiles_never_estimate_faster_than_a_measured_larger_count() -> None:
+    from dcmlir.cost_model.row_tiles import tile_grid_estimate
+
+    # 8-row tiles: one tile 100, two tiles measured once at 400 (a slow moment), 4 tiles 300
+    points = [(8, 100.0), (16, 400.0), (32, 300.0)]
+    found = tile_grid_estimate(8, points, [8, 12, 16, 24, 32])
+    assert found is not None
+    assert found[2] == pytest.approx(300.0)  # capped by the 4-tile measurement
+    assert all(a <= b + 1e-9 for a, b in itertools.pairwise(found))
