@@ -29,7 +29,14 @@ from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.space.packed import PACKED_M0
 from dcmlir.workload import NotAWorkload, workloads
 
-__all__ = ["LEFT_TO_IREE", "EntrySplit", "SplitEntryPass", "peer_threshold", "split_entry"]
+__all__ = [
+    "LEFT_TO_IREE",
+    "EntrySplit",
+    "SplitEntryPass",
+    "peer_threshold",
+    "split_entry",
+    "splittable_entry",
+]
 
 LEFT_TO_IREE = "dcmlir.left_to_iree"
 """Unit attribute on the function copy that dcmlir leaves as it was."""
@@ -145,20 +152,34 @@ class _Refusal:
     reason: str
 
 
+def splittable_entry(module: ir.Operation, keys: set[str], source: str) -> bool:
+    """Whether a plan running packed kernels on the workloads ``keys`` could have its
+    entry split (one public ``util.func``, their M one argument dim of it): where it can,
+    IREE's data tiling runs an untouched copy of the entry, whose weights are in data
+    tiling's layout."""
+    return not isinstance(_entry_of(module, keys, source), _Refusal)
+
+
 def _packed_entry(
     module: ir.Operation, plan: Plan, source: str
 ) -> tuple[ir.Operation, ArgDim] | _Refusal:
     """The function holding the plan's packed workloads and the argument dim their M is,
     or why there is none."""
+    keys = {p.key for p in plan.workloads if _is_packed(p)}
+    return _entry_of(module, keys, source)
+
+
+def _entry_of(
+    module: ir.Operation, keys: set[str], source: str
+) -> tuple[ir.Operation, ArgDim] | _Refusal:
     functions: list[ir.Operation] = []
     arg_dims: set[ArgDim] = set()
     for op, found in workloads(module, source):
-        if isinstance(found, NotAWorkload):
+        if isinstance(found, NotAWorkload) or found.key not in keys:
             continue
-        planned = plan.for_workload(found.key)
-        if planned is None or not _is_packed(planned):
-            continue
-        (dim,) = planned.dims
+        if len(found.dynamic_dims) != 1:
+            return _Refusal(op, f"workload {found.key} has more than one dynamic dim")
+        (dim,) = found.dynamic_dims
         origin = trace_dim(op.operands[dim.source.operand], dim.source.dim)
         if len(origin.arg_dims) != 1:
             return _Refusal(op, f"the M of workload {found.key} is not one argument dim")

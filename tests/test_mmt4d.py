@@ -239,3 +239,25 @@ def test_more_tiles_never_estimate_faster_than_a_measured_larger_count() -> None
     assert found is not None
     assert found[2] == pytest.approx(300.0)  # capped by the 4-tile measurement
     assert all(a <= b + 1e-9 for a, b in itertools.pairwise(found))
+
+
+def test_explicit_kernels_are_not_offered_where_the_entry_can_be_split(tmp_path: Path) -> None:
+    """A public util.func entry: IREE's data tiling can run its untouched copy, in data
+    tiling's weight layout; explicit kernels would keep that weight twice."""
+    text = constant_projection("nk").replace("func.func @main", "util.func public @main")
+    source = tmp_path / "proj.mlir"
+    source.write_text(text.replace("  return %r", "  util.return %r"))
+    stream = io.StringIO()
+    report = dcmlir.tune(
+        source,
+        dims=["1:8"],
+        budget=12,
+        db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
+        stream=stream,
+        min_time=0.002,
+        rounds=2,
+    )
+    assert "explicit mmt4d kernels not offered" in stream.getvalue()
+    (item,) = report.workloads
+    assert not any(isinstance(c, Mmt4dCandidate) for c in item.search.candidates)

@@ -206,6 +206,7 @@ def test_constant_projection_tunes_to_packed_kernels_and_compiles_right(
     (item,) = report.workloads
     measured = {key for key, _ in item.search.measured}
     assert {f"packed:m{m0}n16k1" for m0 in (1, 2, 4, 8, 16)} <= measured  # all checked, timed
+    assert any(key.startswith("mmt4d:") for key in measured)  # a func.func: no entry split
     result = dcmlir.compile(
         source,
         plan=tmp_path / "plan.json",

@@ -25,7 +25,7 @@ from typing import IO, Any
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.compiling import rejected_kernels
-from dcmlir.driver.loading import GLOBAL_OPT, TuneError, check_writable, load_model
+from dcmlir.driver.loading import GLOBAL_OPT, LoadedModel, TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.roles import (
@@ -35,10 +35,12 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
+from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
+from dcmlir.passes.split_entry import splittable_entry
 from dcmlir.records import RecordDatabase
 from dcmlir.search.model_graph import (
     PROBE_FRACTIONS,
@@ -49,7 +51,13 @@ from dcmlir.search.model_graph import (
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, DefaultCandidate, workload_space
+from dcmlir.space import (
+    Candidate,
+    DefaultCandidate,
+    Mmt4dCandidate,
+    packing_problem,
+    workload_space,
+)
 from dcmlir.target import CpuTarget, CudaTarget, Target, target_from_name
 from dcmlir.workload import Workload
 
@@ -218,13 +226,19 @@ def tune(
         probe_count = sum(len(p) for p in probes.values())
         parts = graph.split(max(budget - probe_count, len(found)))
 
+        explicit = _explicit_kernels_offered(model, stream)
+
         def search_of(workload: Workload, excluded: frozenset[str] = frozenset()) -> SearchResult:
             measurer = measurers[workload.key]
             return ShapeGenericSearch(
                 workload,
                 measurer,
                 roles.model(workload, target_object, measurer, seed, route),
-                [c for c in _space_of(target_object, workload) if c.key() not in excluded],
+                [
+                    c
+                    for c in _space_of(target_object, workload)
+                    if c.key() not in excluded and (explicit or not isinstance(c, Mmt4dCandidate))
+                ],
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),
@@ -322,6 +336,28 @@ def _retuned_without_rejected(
                 file=stream,
             )
             yield key, search_of(report.workload, excluded[key])
+
+
+def _explicit_kernels_offered(model: LoadedModel, stream: IO[str]) -> bool:
+    """False where the module's entry could be split for IREE's data tiling
+    (``dcmlir-split-entry``): above the narrow kernels the entry's untouched copy runs data
+    tiling, whose weights are packed 16 x 1; explicit mmt4d kernels, packed 32 x 1, would
+    keep each of their weights twice, and without the split the module loses what data
+    tiling does across ops (2-layer GPT-2: 1.04-1.28x slower than data tiling at T >= 13,
+    docs/design.md section 12)."""
+    keys = {w.key for w in model.workloads if packing_problem(w) is None}
+    if not keys or model.level == GLOBAL_OPT:
+        return True
+    with ir.Context():
+        module = parse_module(model.text)
+        if not splittable_entry(module.operation, keys, model.source):
+            return True
+    print(
+        "dcmlir: explicit mmt4d kernels not offered: the entry can be split for IREE's data"
+        " tiling above the narrow packed kernels, which keeps the weights in its layout",
+        file=stream,
+    )
+    return False
 
 
 def _space_of(target: Target, workload: Workload) -> list[Candidate]:
