@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_packed import RNG, WEIGHT, constant_projection, workload_of
+from test_packed import RNG, assert_projects, constant_projection, workload_of
 
 import dcmlir
 from dcmlir.build.routes import encoded_flags, flag_group
@@ -124,13 +124,7 @@ def test_a_dispatch_of_mmt4d_kernels_compiles_without_ukernels_and_stays_right(
     assert 'dcmlir.kernel = "mmt4d:m1n32k1"' in emitted
     assert 'dcmlir.kernel = "fallback"' in emitted
     function = load_function(result.vmfb, "main")
-    for m in (0, 1, 2, 3, 8, 17, 24, 25, 40):
-        x = RNG.standard_normal((m, 64)).astype(np.float32)
-        (out,) = function(x)
-        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
-        assert out.shape == (m, 48)
-        if m:
-            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+    assert_projects(function, (0, 1, 2, 3, 8, 17, 24, 25, 40))
 
 
 # --- choosing between families ---------------------------------------------------------

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,6 +70,17 @@ def workload_of(text: str) -> Workload:
         ((_, found),) = list(workloads(module.operation))
     assert isinstance(found, Workload)
     return found
+
+
+def assert_projects(function: Any, rows: Sequence[int]) -> None:
+    """``function(x)`` is ``x @ WEIGHT^T`` (float64 within 1e-4 of the scale) at each M."""
+    for m in rows:
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        (out,) = function(x)
+        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
+        assert out.shape == (m, 48)
+        if m:
+            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
 
 
 ARGUMENT_WEIGHT = """
@@ -215,13 +228,7 @@ def test_constant_projection_tunes_to_packed_kernels_and_compiles_right(
     )
     assert result.dispatched == 1
     function = load_function((tmp_path / "p.vmfb").read_bytes(), "main")
-    for m in (0, 1, 3, 8, 17, 24, 25, 40):  # 0, 25 and 40 are outside the tuned range
-        x = RNG.standard_normal((m, 64)).astype(np.float32)
-        (out,) = function(x)
-        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
-        assert out.shape == (m, 48)
-        if m:
-            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+    assert_projects(function, (0, 1, 3, 8, 17, 24, 25, 40))  # 0, 25, 40: out of the range
 
 
 def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
@@ -258,13 +265,7 @@ def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
     assert "iree_encoding" not in iree_copy  # left as it was, for IREE to data-tile
     assert 'dcmlir.kernel = "packed:m4n16k1"' in emitted
     function = load_function(result.vmfb, "main")
-    for m in (0, 1, 4, 5, 16, 17, 40):
-        x = RNG.standard_normal((m, 64)).astype(np.float32)
-        (out,) = function(x)
-        expected = x.astype(np.float64) @ WEIGHT.T.astype(np.float64)
-        assert out.shape == (m, 48)
-        if m:
-            assert np.max(np.abs(out - expected)) <= 1e-4 * np.max(np.abs(expected))
+    assert_projects(function, (0, 1, 4, 5, 16, 17, 40))
 
 
 def test_no_split_without_a_packed_kernel_narrower_than_data_tiling() -> None:

@@ -62,12 +62,11 @@ def packing_problem(workload: Workload) -> str | None:
 
 
 @dataclass(frozen=True)
-class PackedCandidate:
-    """``linalg.pack`` the activations ``M0 x K0``, ``linalg.mmt4d`` on weights packed
-    ``N0 x K0`` once, ``linalg.unpack``: the mmt4d's configuration is IREE's own (its
-    ukernel where the target has one)."""
+class _PackedTile:
+    """What both packed families share: an ``M0 x N0 x K0`` tile, not a config on the op
+    (the packed form is a different program), measured and modelled by its tile."""
 
-    kind: ClassVar[str] = "packed"
+    kind: ClassVar[str]
 
     m0: int
     n0: int
@@ -76,23 +75,17 @@ class PackedCandidate:
     def __post_init__(self) -> None:
         check_sizes(self, ("m0", "n0", "k0"))
 
-    def key(self) -> str:
-        """``packed:m4n16k1``."""
-        return f"packed:m{self.m0}n{self.n0}k{self.k0}"
-
     def problems(self, target: Target | None = None) -> list[str]:
-        if target is None:
-            return []
-        if not isinstance(target, CpuTarget):
-            return [f"packed kernels are built for llvm-cpu only, not {target.backend}"]
-        if self.n0 != target.lanes:
-            return [f"n0={self.n0} is not the target's {target.lanes} f32 lanes"]
-        return []
+        raise NotImplementedError
 
     def validate(self, target: Target | None = None) -> None:
         found = self.problems(target)
         if found:
             raise ValueError(f"{self.key()}: {'; '.join(found)}")
+
+    def key(self) -> str:
+        """``packed:m4n16k1``, ``mmt4d:m8n32k1``."""
+        return f"{self.kind}:m{self.m0}n{self.n0}k{self.k0}"
 
     def levels(self, workload: Workload) -> TileLevels:
         """The packed tile as tile levels: what the pad term divides by (M0 rows, N0 columns)."""
@@ -120,6 +113,24 @@ class PackedCandidate:
         return {"kind": self.kind, "m0": self.m0, "n0": self.n0, "k0": self.k0}
 
 
+@dataclass(frozen=True)
+class PackedCandidate(_PackedTile):
+    """``linalg.pack`` the activations ``M0 x K0``, ``linalg.mmt4d`` on weights packed
+    ``N0 x K0`` once, ``linalg.unpack``: the mmt4d's configuration is IREE's own (its
+    ukernel where the target has one)."""
+
+    kind: ClassVar[str] = "packed"
+
+    def problems(self, target: Target | None = None) -> list[str]:
+        if target is None:
+            return []
+        if not isinstance(target, CpuTarget):
+            return [f"packed kernels are built for llvm-cpu only, not {target.backend}"]
+        if self.n0 != target.lanes:
+            return [f"n0={self.n0} is not the target's {target.lanes} f32 lanes"]
+        return []
+
+
 def packed_space(target: CpuTarget) -> list[PackedCandidate]:
     """One packed kernel per M0 of :data:`PACKED_M0`, N0 the target's f32 lanes."""
     return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
@@ -131,24 +142,13 @@ registers free (:func:`mmt4d_space`)."""
 
 
 @dataclass(frozen=True)
-class Mmt4dCandidate:
+class Mmt4dCandidate(_PackedTile):
     """``linalg.pack`` / ``linalg.mmt4d`` / ``linalg.unpack`` written with this tile
     (:mod:`dcmlir.codegen.mmt4d`): ``N0`` twice the f32 lanes, a tile no ukernel has, so
     IREE's codegen lowers it. Unlike :class:`PackedCandidate` it serves every M (its
     time steps every ``M0`` rows); the weight is packed once, ``N0 x 1``."""
 
     kind: ClassVar[str] = "mmt4d"
-
-    m0: int
-    n0: int
-    k0: int = PACKED_K0
-
-    def __post_init__(self) -> None:
-        check_sizes(self, ("m0", "n0", "k0"))
-
-    def key(self) -> str:
-        """``mmt4d:m8n32k1``."""
-        return f"mmt4d:m{self.m0}n{self.n0}k{self.k0}"
 
     def problems(self, target: Target | None = None) -> list[str]:
         if target is None:
@@ -165,36 +165,6 @@ class Mmt4dCandidate:
                 f"{target.vector_registers}"
             )
         return found
-
-    def validate(self, target: Target | None = None) -> None:
-        found = self.problems(target)
-        if found:
-            raise ValueError(f"{self.key()}: {'; '.join(found)}")
-
-    def levels(self, workload: Workload) -> TileLevels:
-        """The mmt4d tile as tile levels (M0 rows, N0 columns)."""
-        tile = per_loop(workload, {BATCH: 1, M: self.m0, N: self.n0})
-        return TileLevels(workgroup=tile, vector=tile, reduction=per_loop(workload, {K: self.k0}))
-
-    def compilation_info(self, workload: Workload) -> None:
-        """No attribute on the op: the explicit form is a different program, not a config."""
-        return None
-
-    def op_attributes(self, workload: Workload) -> str:
-        return ""
-
-    def features(self, target: Target | None = None) -> dict[str, float]:
-        return {
-            "is_default": 0.0,
-            "is_packed": 1.0,
-            "vector_m": float(self.m0),
-            "vector_n": float(self.n0),
-            "vector_k": float(self.k0),
-            "vector_elements": float(self.m0 * self.n0),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "m0": self.m0, "n0": self.n0, "k0": self.k0}
 
 
 def _ceil(a: int, b: int) -> int:
