@@ -85,8 +85,13 @@ def compile(
     flags: tuple[str, ...] = ()
     if loaded.level == GLOBAL_OPT:
         # checked after lowering: StableHLO, TOSA and torch input has no linalg op before
+        # an explicit mmt4d kernel's module needs the ukernels off in its executable targets,
+        # which the lowered module fixes (docs/design.md section 12)
         lowered = lower_to_global_optimization(
-            _with_module_attributes(text, source, loaded.target), loaded.target, source
+            _with_module_attributes(text, source, loaded.target),
+            loaded.target,
+            source,
+            MMT4D_KERNEL_FLAGS if _runs_mmt4d_kernels(loaded) else (),
         )
         if not loaded.workloads or _has_dynamic_ops(lowered, source):
             text, flags = lowered, ("--compile-from=global-optimization",)

@@ -135,10 +135,16 @@ def read_source(path: str | Path) -> tuple[str, str]:
         raise TuneError(str(err)) from None
 
 
-def lower_to_global_optimization(text: str, target: Target, source: str = "<input>") -> str:
-    """The module after IREE's global optimization (cached like every build)."""
+def lower_to_global_optimization(
+    text: str, target: Target, source: str = "<input>", flags: tuple[str, ...] = ()
+) -> str:
+    """The module after IREE's global optimization (cached like every build). ``flags``
+    that shape the executable targets must be given here: the lowered module carries its
+    targets as attributes, and a later compile's flags no longer change them."""
     try:
-        built = build(text, target, ("--compile-to=global-optimization",), source_name=source)
+        built = build(
+            text, target, ("--compile-to=global-optimization", *flags), source_name=source
+        )
     except BuildError as err:
         raise TuneError(f"IREE could not lower {source} to global optimization:\n{err}") from None
     return built.vmfb.decode("utf-8")

@@ -341,8 +341,9 @@ def _retuned_without_rejected(
 def _explicit_kernels_offered(model: LoadedModel, stream: IO[str]) -> bool:
     """Whether the explicit mmt4d kernels are in the space (docs/design.md section 12).
 
-    Not at the global-optimization level: in the demo's encoder (weights as parameters)
-    they made the model 4-8x slower than IREE's default at every T, not yet understood.
+    Not at the global-optimization level, where they are not shown to help yet: the
+    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without
+    (docs/design.md section 12).
     Not where the module's entry could be split for IREE's data tiling
     (``dcmlir-split-entry``): above the narrow kernels the entry's untouched copy runs
     data tiling, whose weights are packed 16 x 1, so explicit kernels (32 x 1) would keep
