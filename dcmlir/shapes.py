@@ -15,6 +15,7 @@ __all__ = [
     "MAX_SHAPES",
     "SHAPES_GRAMMAR",
     "Shape",
+    "ceil_div",
     "coarse_to_fine",
     "parse_range",
     "parse_shapes",
@@ -26,6 +27,12 @@ MAX_DIM = 2**63 - 1
 
 Shape = tuple[int, ...]
 """The dynamic loops' values, in loop order."""
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive integers: tiles of ``b`` that cover ``a``."""
+    return -(-a // b)
+
 
 MAX_SHAPES = 256
 """How many shapes of a range dcmlir lists at most: beyond, it samples (memory and time

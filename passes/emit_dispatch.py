@@ -154,17 +154,10 @@ def emit_dispatch(
             matched.add(found.key)
             group = fused_consumers(op, taken)
             taken.update(group.members)
-            targets.append(
-                _Target(
-                    op,
-                    found,
-                    planned,
-                    _kernel_infos(ctx, op, found, planned),
-                    group,
-                    _encoded_kernels(ctx, op, found, planned, remarks),
-                    _explicit_kernels(planned),
-                )
-            )
+            infos = _kernel_infos(ctx, op, found, planned)
+            encoded, explicit = _encoded_kernels(planned), _explicit_kernels(planned)
+            _check_packing(ctx, op, found, planned, explicit, remarks)
+            targets.append(_Target(op, found, planned, infos, group, encoded, explicit))
             fused = f", {len(group)} fused consumer(s) in each branch" if len(group) else ""
             remarks.append(
                 (
@@ -221,15 +214,8 @@ def _kernel_infos(
     return infos
 
 
-def _encoded_kernels(
-    ctx: PassContext,
-    op: ir.Operation,
-    workload: Workload,
-    planned: WorkloadPlan,
-    remarks: list[_Remark],
-) -> dict[int, int | None]:
-    """M's iteration size of every packed or data-tiled kernel the tree runs (None: ``?``);
-    an op that cannot be packed fails."""
+def _encoded_kernels(planned: WorkloadPlan) -> dict[int, int | None]:
+    """M's iteration size of every packed or data-tiled kernel the tree runs (None: ``?``)."""
     found: dict[int, int | None] = {}
     for index in planned.tree.kernels():
         candidate = planned.kernels[index].candidate
@@ -237,9 +223,24 @@ def _encoded_kernels(
             found[index] = None
         elif isinstance(candidate, PackedCandidate):
             found[index] = candidate.m0
-    packs = any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in found)
-    if not packs and not _explicit_kernels(planned):
-        return found
+    return found
+
+
+def _check_packing(
+    ctx: PassContext,
+    op: ir.Operation,
+    workload: Workload,
+    planned: WorkloadPlan,
+    explicit: dict[int, Mmt4dCandidate],
+    remarks: list[_Remark],
+) -> None:
+    """An op whose tree packs the weight (a packed or explicit kernel; IREE's data tiling
+    alone packs both inputs anyway) fails where it cannot be packed, and is warned about
+    where its weight is not a constant (packed on every call)."""
+    tree = planned.tree.kernels()
+    packs = any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in tree)
+    if not packs and not explicit:
+        return
     problem = packing_problem(workload)
     if problem is not None and 1 in workload.constant_operands:
         raise ctx.fail(op, f"plan for workload {workload.key} runs packed kernels: {problem}")
@@ -247,7 +248,6 @@ def _encoded_kernels(
         remarks.append(
             (op, "the weight is not a constant: packed kernels pack it on every call", True)
         )
-    return found
 
 
 def _explicit_kernels(planned: WorkloadPlan) -> dict[int, Mmt4dCandidate]:

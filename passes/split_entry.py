@@ -132,18 +132,11 @@ def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySpli
 
 def _explicit_workloads(plan: Plan) -> list[str]:
     """The keys of the workloads whose plan runs explicit mmt4d kernels."""
-    return [
-        planned.key
-        for planned in plan.workloads
-        if any(isinstance(k.candidate, Mmt4dCandidate) for k in planned.kernels)
-    ]
+    return [planned.key for planned in plan.workloads if planned.runs(Mmt4dCandidate)]
 
 
 def _is_packed(planned: WorkloadPlan) -> bool:
-    return len(planned.dims) == 1 and any(
-        isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
-        for kernel in planned.kernels
-    )
+    return len(planned.dims) == 1 and planned.runs(PackedCandidate | DataTiledCandidate)
 
 
 @dataclass(frozen=True)

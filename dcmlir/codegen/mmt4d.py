@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dcmlir.codegen.packed import Dims
 from dcmlir.ir.mlir import arith, ir, linalg
+from dcmlir.shapes import ceil_div
 from dcmlir.workload import K, M, N, Workload
 
 __all__ = ["MMT4D_KERNEL_FLAGS", "explicit_mmt4d", "pack_weight", "packed_weight_type"]
@@ -34,13 +35,9 @@ def _extent(workload: Workload, role: str) -> int:
     return dim.extent
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def packed_weight_type(workload: Workload, n0: int) -> ir.Type:
     """``tensor<N1 x K x N0 x 1 x f32>``: the weight in the kernel's layout."""
-    n1, k = _ceil(_extent(workload, N), n0), _extent(workload, K)
+    n1, k = ceil_div(_extent(workload, N), n0), _extent(workload, K)
     return ir.RankedTensorType.get([n1, k, n0, 1], ir.F32Type.get())
 
 
@@ -73,7 +70,7 @@ def explicit_mmt4d(
     index = ir.IndexType.get()
     m = dims[workload.dims_of(M)[0].index]
     k, n = _extent(workload, K), _extent(workload, N)
-    n1 = _ceil(n, n0)
+    n1 = ceil_div(n, n0)
     zero = arith.ConstantOp(f32, 0.0).result
     rows = arith.CeilDivUIOp(m, arith.ConstantOp(index, m0).result).result
     dynamic = ir.ShapedType.get_dynamic_size()

@@ -17,12 +17,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dcmlir.shapes import ceil_div
+
 __all__ = ["TileGridLine", "fit_tile_grid", "tile_grid_estimate", "tiles", "two_points"]
 
 
 def tiles(rows: int, tile: int) -> int:
     """Row tiles of ``rows`` rows: ``ceil(rows / tile)``."""
-    return -(-rows // tile)
+    return ceil_div(rows, tile)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ reads it; ``docs/plan.md`` documents the format. One workload's part is a
 from __future__ import annotations
 
 import json
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,10 @@ class Plan:
 
     def keys(self) -> list[str]:
         return [w.key for w in self.workloads]
+
+    def runs(self, kind: type | types.UnionType) -> bool:
+        """Whether a kernel of any workload's plan is a candidate of ``kind``."""
+        return any(workload.runs(kind) for workload in self.workloads)
 
     def for_workload(self, key: str) -> WorkloadPlan | None:
         """The plan of the workload with structural key ``key``; None if it has none."""

@@ -9,6 +9,7 @@ Python. The file around these is :mod:`dcmlir.dispatch.plan`.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,6 +185,10 @@ class WorkloadPlan:
                     f"workload {self.key}: shape {list(shape.dims)} has {len(shape.dims)} "
                     f"values for {len(self.dims)} dynamic dims"
                 )
+
+    def runs(self, kind: type | types.UnionType) -> bool:
+        """Whether any of the plan's kernels is a candidate of ``kind`` (a class or a union)."""
+        return any(isinstance(kernel.candidate, kind) for kernel in self.kernels)
 
     def _check_kernel(self, index: int, what: str) -> None:
         if not 0 <= index < len(self.kernels):

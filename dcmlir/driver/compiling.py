@@ -91,7 +91,7 @@ def compile(
             _with_module_attributes(text, source, loaded.target),
             loaded.target,
             source,
-            MMT4D_KERNEL_FLAGS if _runs_mmt4d_kernels(loaded) else (),
+            MMT4D_KERNEL_FLAGS if loaded.runs(Mmt4dCandidate) else (),
         )
         if not loaded.workloads or _has_dynamic_ops(lowered, source):
             text, flags = lowered, ("--compile-from=global-optimization",)
@@ -281,35 +281,17 @@ def _is_packed(kernel: PlannedKernel) -> bool:
     return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
 
 
-def _runs_packed_kernels(plan: Plan) -> bool:
-    """Whether a branch of the dispatch runs a packed kernel (IREE's encodings)."""
-    return any(
-        isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate)
-        for workload in plan.workloads
-        for kernel in workload.kernels
-    )
-
-
-def _runs_mmt4d_kernels(plan: Plan) -> bool:
-    """Whether a branch runs an explicit mmt4d kernel (IREE's codegen, not its ukernels)."""
-    return any(
-        isinstance(kernel.candidate, Mmt4dCandidate)
-        for workload in plan.workloads
-        for kernel in workload.kernels
-    )
-
-
 def _kernel_flags(plan: Plan, dispatched: bool, split: bool) -> tuple[str, ...]:
     """The flags the dispatched module needs: IREE's data tiling for a split entry, its
     encodings for packed kernels, and no mmt4d ukernels where an explicit kernel runs (a
     tile no ukernel has would run the ukernel's generic loop, 50x slower)."""
     if split:
         flags = DATA_TILING_FLAGS
-    elif dispatched and _runs_packed_kernels(plan):
+    elif dispatched and plan.runs(PackedCandidate | DataTiledCandidate):
         flags = ENCODED_KERNEL_FLAGS
     else:
         flags = ()
-    if not (dispatched or split) or not _runs_mmt4d_kernels(plan):
+    if not (dispatched or split) or not plan.runs(Mmt4dCandidate):
         return flags
     kept = tuple(f for f in flags if not f.startswith("--iree-llvmcpu-enable-ukernels="))
     return kept + MMT4D_KERNEL_FLAGS

@@ -342,8 +342,7 @@ def _explicit_kernels_offered(model: LoadedModel, stream: IO[str]) -> bool:
     """Whether the explicit mmt4d kernels are in the space (docs/design.md section 12).
 
     Not at the global-optimization level, where they are not shown to help yet: the
-    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without
-    (docs/design.md section 12).
+    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without.
     Not where the module's entry could be split for IREE's data tiling
     (``dcmlir-split-entry``): above the narrow kernels the entry's untouched copy runs
     data tiling, whose weights are packed 16 x 1, so explicit kernels (32 x 1) would keep

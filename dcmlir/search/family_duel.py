@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dcmlir.cost_model.row_tiles import tiles
 from dcmlir.search.selection import LOSS_MARGIN, SelectionSettings, contested_family
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
@@ -79,8 +80,9 @@ class FamilyDuel:
         rival, threshold = contest
         line = math.log1p(LOSS_MARGIN)
         ratios: dict[Regime, list[float]] = {}
+        row_of = {shape: row for row, shape in enumerate(shapes)}
         for shape, regime in self.timed.items():
-            row = shapes.index(shape)
+            row = row_of[shape]
             if rival.kernels[rival.choice[shape]] != regime[0]:
                 continue  # the rival no longer runs that kernel there: its pair is moot
             mine, theirs = seconds(regime[0], row), seconds(regime[1], row)
@@ -121,4 +123,4 @@ class FamilyDuel:
 
 def _count(shape: Shape, tile: int | None) -> int:
     """The regime of a shape for a kernel: its row-tile count, else the shape's M."""
-    return -(-shape[0] // tile) if tile else shape[0]
+    return tiles(shape[0], tile) if tile else shape[0]

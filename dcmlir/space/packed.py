@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from dcmlir.shapes import ceil_div
 from dcmlir.space.candidate import TileLevels, check_sizes, per_loop
 from dcmlir.target import CpuTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
@@ -158,17 +159,13 @@ class Mmt4dCandidate(_PackedTile):
         found = []
         if self.n0 % target.lanes:
             found.append(f"n0={self.n0} is not a multiple of the target's {target.lanes} lanes")
-        accumulators = self.m0 * _ceil(self.n0, target.lanes)
+        accumulators = self.m0 * ceil_div(self.n0, target.lanes)
         if accumulators > target.vector_registers // 2:
             found.append(
                 f"{accumulators} accumulator registers: more than half the target's "
                 f"{target.vector_registers}"
             )
         return found
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def mmt4d_space(target: CpuTarget) -> list[Mmt4dCandidate]:
