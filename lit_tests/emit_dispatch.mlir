@@ -11,7 +11,7 @@
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
-// TD: emit_dispatch.mlir:[[# @LINE + 74]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+// TD: emit_dispatch.mlir:[[# @LINE + 81]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
 
 // The encodings of @packed's kernels: M's iteration size ? for the weight and the fallback,
 // the kernel's bound (4, 16) in its branches.
@@ -28,6 +28,13 @@
 // CHECK-DAG: #[[CI_SQUARE:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SQUARE]],
 // CHECK-DAG: #[[CI_SKINNY_B:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SKINNY_B]],
 // CHECK-DAG: #[[CI_SQUARE_B:.*]] = #iree_codegen.compilation_info<lowering_config = #[[SQUARE_B]],
+// An explicit mmt4d tile over every row of M's tuned range (1..16) in one workgroup per
+// weight block: 16 / M0 row tiles.
+// CHECK-DAG: #[[MM_8:.*]] = #iree_cpu.lowering_config<distribution = [2, 1, 0, 0, 0, 0], vector_common_parallel = [1, 1, 0, 8, 32, 0], vector_reduction = [0, 0, 1, 0, 0, 1]>
+// CHECK-DAG: #[[MM_1:.*]] = #iree_cpu.lowering_config<distribution = [16, 1, 0, 0, 0, 0], vector_common_parallel = [1, 1, 0, 1, 32, 0], vector_reduction = [0, 0, 1, 0, 0, 1]>
+// CHECK-DAG: #[[CI_MM_8:.*]] = #iree_codegen.compilation_info<lowering_config = #[[MM_8]], translation_info = #[[MM_PIPE:.*]]>
+// CHECK-DAG: #[[CI_MM_1:.*]] = #iree_codegen.compilation_info<lowering_config = #[[MM_1]], translation_info = #[[MM_PIPE]]>
+// CHECK-DAG: #[[MM_PIPE]] = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<Mmt4dTilingExpert>>
 
 // The DietCode dense layer, M in 1..16, 3 kernels: M <= 4 -> the skinny
 // kernel, 5..8 -> IREE's default, 9..16 -> the square one. Outside 1..16
@@ -449,17 +456,17 @@ func.func @packed(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32> 
 // CHECK: %[[WP6:.*]] = linalg.pack %[[W6]] padding_value(%{{.*}} : f32) outer_dims_perm = [1, 0] inner_dims_pos = [1, 0] inner_tiles = [32, 1] into %{{.*}} : tensor<64x48xf32> -> tensor<2x64x32x1xf32>
 // CHECK: scf.if %{{.*}} -> (tensor<?x48xf32>) {
 // CHECK: %[[FX6:.*]] = linalg.pack %[[X6]] padding_value(%{{.*}} : f32) inner_dims_pos = [0, 1] inner_tiles = [8, 1] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x8x1xf32>
-// CHECK: %[[FM6:.*]] = linalg.mmt4d ins(%[[FX6]], %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: %[[FM6:.*]] = linalg.mmt4d {compilation_info = #[[CI_MM_8]]} ins(%[[FX6]], %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
 // CHECK: %[[FU6:.*]] = linalg.unpack %[[FM6]] inner_dims_pos = [0, 1] inner_tiles = [8, 32] into %{{.*}} {dcmlir.kernel = "fallback"} : tensor<?x2x8x32xf32> -> tensor<?x48xf32>
 // CHECK-NEXT: %[[FB6:.*]] = linalg.generic {{.*}} ins(%[[FU6]], %[[B6]] : tensor<?x48xf32>, tensor<48xf32>)
 // CHECK: scf.yield %[[FB6]] : tensor<?x48xf32>
 // CHECK: } else {
 // CHECK: linalg.pack %[[X6]] {{.*}} inner_tiles = [1, 1]
-// CHECK: linalg.mmt4d ins(%{{.*}}, %[[WP6]] : tensor<?x64x1x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: linalg.mmt4d {compilation_info = #[[CI_MM_1]]} ins(%{{.*}}, %[[WP6]] : tensor<?x64x1x1xf32>, tensor<2x64x32x1xf32>)
 // CHECK: linalg.unpack {{.*}} {dcmlir.kernel = "mmt4d:m1n32k1"}
 // CHECK-NEXT: linalg.generic
 // CHECK: linalg.pack %[[X6]] {{.*}} inner_tiles = [8, 1]
-// CHECK: linalg.mmt4d ins(%{{.*}}, %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
+// CHECK: linalg.mmt4d {compilation_info = #[[CI_MM_8]]} ins(%{{.*}}, %[[WP6]] : tensor<?x64x8x1xf32>, tensor<2x64x32x1xf32>)
 // CHECK: linalg.unpack {{.*}} {dcmlir.kernel = "mmt4d:m8n32k1"}
 // CHECK-NOT: linalg.matmul
 // CHECK: return

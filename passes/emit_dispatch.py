@@ -44,7 +44,7 @@ from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.passes.split_entry import LEFT_TO_IREE
 from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate, packing_problem
-from dcmlir.workload import NotAWorkload, Workload, workloads
+from dcmlir.workload import M, NotAWorkload, Workload, workloads
 
 FUNCTION_OPS = ("func.func", "util.func")
 
@@ -301,8 +301,9 @@ def _rewrite(target: _Target) -> None:
         dims = loop_dims(op, target.workload)
         sizes = group.output_sizes()
         kernels = target.plan.tree.kernels()  # the distinct kernels the tree picks
+        m_bound = next((d.range[1] for d in target.plan.dims if d.role == M), None)
         packed = PackedForms.of(
-            op, target.workload, dims, target.encoded, target.explicit, target.packs_weight
+            op, target.workload, dims, target.encoded, target.explicit, target.packs_weight, m_bound
         )
         alone = len(kernels) == 1 and target.serves_every_size(kernels[0])
         if alone and target.fallback is not None:

@@ -35,7 +35,6 @@ __all__ = [
     "SplitEntryPass",
     "peer_threshold",
     "split_entry",
-    "splittable_entry",
 ]
 
 LEFT_TO_IREE = "dcmlir.left_to_iree"
@@ -143,14 +142,6 @@ def _is_packed(planned: WorkloadPlan) -> bool:
 class _Refusal:
     where: ir.Operation
     reason: str
-
-
-def splittable_entry(module: ir.Operation, keys: set[str], source: str) -> bool:
-    """Whether a plan running packed kernels on the workloads ``keys`` could have its
-    entry split (one public ``util.func``, their M one argument dim of it): where it can,
-    IREE's data tiling runs an untouched copy of the entry, whose weights are in data
-    tiling's layout."""
-    return not isinstance(_entry_of(module, keys, source), _Refusal)
 
 
 def _packed_entry(

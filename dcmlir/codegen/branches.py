@@ -43,6 +43,7 @@ class PackedForms:
     explicit: Mapping[int, Mmt4dCandidate]
     weight: ir.Value | None = None  # encoded once, for the encoded kernels
     packed_weights: Mapping[int, ir.Value] = field(default_factory=dict)  # N0 -> weight
+    m_bound: int | None = None  # the top of M's tuned range (the explicit kernels' config)
 
     @staticmethod
     def of(
@@ -52,15 +53,16 @@ class PackedForms:
         encoded: Mapping[int, int | None],
         explicit: Mapping[int, Mmt4dCandidate],
         packs_weight: bool,
+        m_bound: int | None = None,
     ) -> PackedForms:
         """The forms, writing the weight's packs at the insertion point when ``packs_weight``
         (a constant weight; else each branch packs it, on every call)."""
         if not packs_weight:
-            return PackedForms(op, workload, dims, encoded, explicit)
+            return PackedForms(op, workload, dims, encoded, explicit, m_bound=m_bound)
         weight = encode_weight(op, workload, dims) if encoded else None
         widths = sorted({candidate.n0 for candidate in explicit.values()})
         packed = {n0: pack_weight(op, workload, n0) for n0 in widths}
-        return PackedForms(op, workload, dims, encoded, explicit, weight, packed)
+        return PackedForms(op, workload, dims, encoded, explicit, weight, packed, m_bound)
 
     def branch(self, kernel: int, *, any_size: bool = False) -> PackedBranch | None:
         """Kernel ``kernel``'s packed form, or None when it is not packed; ``any_size``: an
@@ -80,6 +82,8 @@ class PackedForms:
             weight = self.packed_weights.get(candidate.n0)
             if weight is None:
                 weight = pack_weight(op, workload, candidate.n0)
-            return explicit_mmt4d(op, workload, dims, candidate.m0, candidate.n0, weight)
+            return explicit_mmt4d(
+                op, workload, dims, candidate.m0, candidate.n0, weight, self.m_bound
+            )
 
         return PackedBranch(build, region=False)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dcmlir.codegen.mmt4d import explicit_mmt4d, pack_weight
+from dcmlir.codegen.mmt4d import explicit_mmt4d, pack_weight, tuned_m_bound
 from dcmlir.codegen.packed import data_tile, loop_dims
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.layouts import fixed_weight, resource_trailer, weight_seed
@@ -189,7 +189,8 @@ def _explicit(op: ir.Operation, workload: Workload, form: Mmt4dForm) -> None:
     with ir.InsertionPoint(op), op.location:
         dims = loop_dims(op, workload)
         weight = pack_weight(op, workload, form.n0)
-        unpacked = explicit_mmt4d(op, workload, dims, form.m0, form.n0, weight)
+        bound = tuned_m_bound(workload)
+        unpacked = explicit_mmt4d(op, workload, dims, form.m0, form.n0, weight, bound)
     op.results[0].replace_all_uses_with(unpacked.results[0])
     op.erase()
 

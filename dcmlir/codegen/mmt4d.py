@@ -21,7 +21,14 @@ from dcmlir.ir.mlir import arith, ir, linalg
 from dcmlir.shapes import ceil_div
 from dcmlir.workload import K, M, N, Workload
 
-__all__ = ["MMT4D_KERNEL_FLAGS", "explicit_mmt4d", "pack_weight", "packed_weight_type"]
+__all__ = [
+    "MMT4D_KERNEL_FLAGS",
+    "explicit_mmt4d",
+    "mmt4d_compilation_info",
+    "pack_weight",
+    "packed_weight_type",
+    "tuned_m_bound",
+]
 
 MMT4D_KERNEL_FLAGS = ("--iree-llvmcpu-enable-ukernels=none",)
 """IREE's codegen for every mmt4d: its ukernels have no ``N0 = 2 x lanes`` tile."""
@@ -62,10 +69,17 @@ def pack_weight(op: ir.Operation, workload: Workload, n0: int) -> ir.Value:
 
 
 def explicit_mmt4d(
-    op: ir.Operation, workload: Workload, dims: Dims, m0: int, n0: int, weight: ir.Value
+    op: ir.Operation,
+    workload: Workload,
+    dims: Dims,
+    m0: int,
+    n0: int,
+    weight: ir.Value,
+    m_bound: int | None,
 ) -> ir.Operation:
     """The op as pack(activations, ``M0 x 1``) -> mmt4d(weight packed by
-    :func:`pack_weight`) -> unpack; returns the ``linalg.unpack`` (the op's result)."""
+    :func:`pack_weight`) -> unpack; returns the ``linalg.unpack`` (the op's result).
+    ``m_bound``: the top of M's tuned range (see :func:`mmt4d_compilation_info`)."""
     f32 = ir.F32Type.get()
     index = ir.IndexType.get()
     m = dims[workload.dims_of(M)[0].index]
@@ -87,10 +101,45 @@ def explicit_mmt4d(
     acc_type = ir.RankedTensorType.get([dynamic, n1, m0, n0], f32)
     acc = _packed_init(op.operands[len(op.operands) - 1], acc_type, rows, m0, n0)
     product = linalg.mmt4d(lhs, weight, outs=[acc])
+    info = mmt4d_compilation_info(m0, n0, m_bound)
+    if info is not None:
+        product.owner.attributes["compilation_info"] = ir.Attribute.parse(info)
     result_type = op.results[0].type
     return linalg.UnPackOp(
         result_type, product, _empty(result_type, [m]), [0, 1], [], [m0, n0]
     ).operation
+
+
+def mmt4d_compilation_info(m0: int, n0: int, m_bound: int | None) -> str | None:
+    """The mmt4d's configuration: one workgroup per ``N0``-column block of the weight, over
+    the rows up to ``m_bound``, the top of M's tuned range (None: IREE's own).
+
+    IREE's own gives a workgroup 4 row tiles of one block and walks the blocks first, so
+    the weight (2.4-9.4 MB, past L2) streams from memory once per 4 x M0 rows: in a GPT-2
+    at T = 64..128, M0 = 8 then ran 1.04-1.15x data tiling's time, which walks the rows of
+    a block first. With the rows of the range in one workgroup each block is read once
+    (kept in L2 across the rows): 0.85-0.87 of data tiling's time there (docs/design.md
+    section 12). The activations a workgroup reads (its rows x K) are re-read per block,
+    from cache.
+    """
+    if m_bound is None:
+        return None
+    rows = ceil_div(m_bound, m0)
+    config = (
+        f"#iree_cpu.lowering_config<distribution = [{rows}, 1, 0, 0, 0, 0], "
+        f"vector_common_parallel = [1, 1, 0, {m0}, {n0}, 0], "
+        "vector_reduction = [0, 0, 1, 0, 0, 1]>"
+    )
+    return (
+        f"#iree_codegen.compilation_info<lowering_config = {config}, translation_info = "
+        "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<Mmt4dTilingExpert>>>"
+    )
+
+
+def tuned_m_bound(workload: Workload) -> int | None:
+    """The top of M's range in ``workload`` (None where it has none)."""
+    (dim,) = workload.dims_of(M)
+    return None if dim.range is None else dim.range[1]
 
 
 def _empty(tensor_type: ir.Type, sizes: list[ir.Value]) -> ir.Value:

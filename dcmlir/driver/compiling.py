@@ -48,6 +48,7 @@ class CompileResult:
     split: EntrySplit | None = None  # where the entry calls IREE's data tiling instead
     # workload key -> the plan's kernels IREE rejected in this module, run as its default
     rejected: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    data_tiled: bool = False  # built with IREE's data tiling (split entry, explicit kernels)
 
 
 def compile(
@@ -99,20 +100,24 @@ def compile(
             loaded = _plan_not_used(loaded, source, stream)
     elif loaded.workloads and not _has_dynamic_ops(text, source):
         loaded = _plan_not_used(loaded, source, stream)
-    # the entry split (dcmlir-split-entry) needs IREE's data tiling, which starts before
-    # global optimization; where data tiling cannot compile the module, no split
+    # IREE's data tiling (for the entry's untouched copy, or for the ops around explicit
+    # kernels) starts before global optimization; where it cannot compile the module, the
+    # module is compiled without it
     attempts = (True, False) if loaded.level != GLOBAL_OPT else (False,)
-    for split_entry_first in attempts:
-        mlir, dispatched, split = _emit(text, source, loaded, str(plan), split_entry_first, stream)
-        run_flags = flags + _kernel_flags(loaded, bool(dispatched), split is not None)
+    for with_data_tiling in attempts:
+        mlir, dispatched, split = _emit(text, source, loaded, str(plan), with_data_tiling, stream)
+        data_tiled = split is not None or (
+            with_data_tiling and bool(dispatched) and loaded.runs(Mmt4dCandidate)
+        )
+        run_flags = flags + _kernel_flags(loaded, bool(dispatched), data_tiled)
         try:
             built = build(mlir, loaded.target, run_flags, source_name=source)
         except BuildError as err:
-            if split is not None:
+            if data_tiled:
                 first = next((line for line in str(err).splitlines() if "error" in line), "")
                 print(
                     f"dcmlir: IREE's data tiling cannot compile {source} ({first.strip()}); "
-                    "the entry is not split",
+                    + ("the entry is not split" if split else "compiled without it"),
                     file=stream,
                 )
                 continue
@@ -121,12 +126,18 @@ def compile(
             )
         if split is not None:
             print(f"dcmlir: entry split: {split.describe()}", file=stream)
+        elif data_tiled:
+            print(
+                "dcmlir: the ops outside the plan's explicit mmt4d kernels compile with "
+                "IREE's data tiling",
+                file=stream,
+            )
         break
     if emit_mlir is not None:
         _write(emit_mlir, mlir, "--emit-mlir")
     if output is not None:
         _write(output, built.vmfb, "-o")
-    return CompileResult(built.vmfb, mlir, dispatched, split, rejected)
+    return CompileResult(built.vmfb, mlir, dispatched, split, rejected, data_tiled)
 
 
 def _plan_not_used(plan: Plan, source: str, stream: IO[str]) -> Plan:
@@ -281,17 +292,25 @@ def _is_packed(kernel: PlannedKernel) -> bool:
     return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
 
 
-def _kernel_flags(plan: Plan, dispatched: bool, split: bool) -> tuple[str, ...]:
-    """The flags the dispatched module needs: IREE's data tiling for a split entry, its
-    encodings for packed kernels, and no mmt4d ukernels where an explicit kernel runs (a
-    tile no ukernel has would run the ukernel's generic loop, 50x slower)."""
-    if split:
+def _kernel_flags(plan: Plan, dispatched: bool, data_tiled: bool) -> tuple[str, ...]:
+    """The flags the dispatched module needs: IREE's data tiling for a split entry and
+    around explicit kernels (``data_tiled``), its encodings for packed kernels, and no mmt4d
+    ukernels where an explicit kernel runs (a tile no ukernel has would run the ukernel's
+    generic loop, 50x slower).
+
+    Around explicit kernels data tiling packs the other contractions (attention's batch
+    matmuls), and IREE's default in a plan (where no kernel was proven) is its data
+    tiling, not its default lowering, several times slower on a projection; the model's
+    time is otherwise within noise of the encodings alone (a 2-layer GPT-2 with explicit
+    projections: 0.81-0.83 against 0.81-0.87 of data tiling's, two runs of
+    ``benchmarks/explicit_in_model.py``; docs/design.md section 12)."""
+    if data_tiled:
         flags = DATA_TILING_FLAGS
     elif dispatched and plan.runs(PackedCandidate | DataTiledCandidate):
         flags = ENCODED_KERNEL_FLAGS
     else:
         flags = ()
-    if not (dispatched or split) or not plan.runs(Mmt4dCandidate):
+    if not (dispatched or data_tiled) or not plan.runs(Mmt4dCandidate):
         return flags
     kept = tuple(f for f in flags if not f.startswith("--iree-llvmcpu-enable-ukernels="))
     return kept + MMT4D_KERNEL_FLAGS

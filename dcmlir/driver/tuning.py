@@ -17,17 +17,17 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan, WorkloadPlan
-from dcmlir.driver.compiling import rejected_kernels
 from dcmlir.driver.loading import GLOBAL_OPT, LoadedModel, TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
+from dcmlir.driver.retuning import retuned_in_one_layout, retuned_without_rejected
 from dcmlir.driver.roles import (
     BuilderFactory,
     CostModelFactory,
@@ -35,12 +35,10 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
-from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
-from dcmlir.passes.split_entry import splittable_entry
 from dcmlir.records import RecordDatabase
 from dcmlir.search.model_graph import (
     PROBE_FRACTIONS,
@@ -254,15 +252,17 @@ def tune(
                 WorkloadReport(workload, result, workload_plan(result, max_depth, route))
             )
             _record_outcome(graph, workload, result, len(probes.get(workload.key, {})))
-        if model.level == GLOBAL_OPT:
-            for key, result in _retuned_without_rejected(
-                reports, search_of, make_plan, input, stream
-            ):
-                position = next(i for i, r in enumerate(reports) if r.workload.key == key)
-                workload = reports[position].workload
-                plan_of = workload_plan(result, max_depth, route)
-                reports[position] = WorkloadReport(workload, result, plan_of)
-                _record_outcome(graph, workload, result, len(probes.get(key, {})))
+        again = (
+            retuned_without_rejected(reports, search_of, make_plan, input, stream)
+            if model.level == GLOBAL_OPT
+            else retuned_in_one_layout(reports, search_of, stream)
+        )
+        for key, result in again:
+            position = next(i for i, r in enumerate(reports) if r.workload.key == key)
+            workload = reports[position].workload
+            plan_of = workload_plan(result, max_depth, route)
+            reports[position] = WorkloadReport(workload, result, plan_of)
+            _record_outcome(graph, workload, result, len(probes.get(key, {})))
     if failed and not reports:
         raise TuneError(failed[0])
     for failure in failed:
@@ -302,63 +302,19 @@ def target_with_threads(target: Target, device: str, threads: int | None) -> Tar
     return dataclasses.replace(target, threads=threads)
 
 
-MODULE_CHECKS = 3
-"""How many times a model's plan is compiled at the end of tuning to find the kernels IREE
-rejects fused into the model (each time those workloads are tuned again without them)."""
-
-
-def _retuned_without_rejected(
-    reports: Sequence[WorkloadReport],
-    search_of: Callable[[Workload, frozenset[str]], SearchResult],
-    plan_of: Callable[[Sequence[WorkloadReport]], Plan],
-    input: str | Path,
-    stream: IO[str],
-) -> Iterator[tuple[str, SearchResult]]:
-    """(workload key, its search again) for each workload whose kernels IREE rejects fused
-    into the model, without them; the caller puts each into ``reports`` before the next
-    check, at most :data:`MODULE_CHECKS` of them."""
-    excluded: dict[str, frozenset[str]] = {}
-    for _ in range(MODULE_CHECKS):
-        fresh = {
-            key: frozenset(keys) - excluded.get(key, frozenset())
-            for key, keys in rejected_kernels(input, plan_of(reports)).items()
-        }
-        if not any(fresh.values()):
-            return
-        for report in list(reports):
-            key = report.workload.key
-            if not fresh.get(key):
-                continue
-            excluded[key] = excluded.get(key, frozenset()) | fresh[key]
-            print(
-                f"dcmlir: IREE cannot compile {', '.join(sorted(fresh[key]))} fused into"
-                f" {Path(str(input)).name} for workload {key}: tuning it again without them",
-                file=stream,
-            )
-            yield key, search_of(report.workload, excluded[key])
-
-
 def _explicit_kernels_offered(model: LoadedModel, stream: IO[str]) -> bool:
     """Whether the explicit mmt4d kernels are in the space (docs/design.md section 12).
 
     Not at the global-optimization level, where they are not shown to help yet: the
-    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without.
-    Not where the module's entry could be split for IREE's data tiling
-    (``dcmlir-split-entry``): above the narrow kernels the entry's untouched copy runs
-    data tiling, whose weights are packed 16 x 1, so explicit kernels (32 x 1) would keep
-    each of their weights twice, and without the split the module loses what data tiling
-    does across ops (2-layer GPT-2: 1.04-1.28x slower than data tiling at T >= 13)."""
-    keys = {w.key for w in model.workloads if packing_problem(w) is None}
-    if not keys:
+    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without
+    (before their configuration streamed the weight once). Elsewhere they are: a plan that
+    runs them leaves the entry whole (their weights exist in their own layout only) and
+    IREE's data tiling compiles the ops around them."""
+    if model.level != GLOBAL_OPT:
         return True
-    if model.level == GLOBAL_OPT:
-        why = "the module is tuned at IREE's global-optimization level"
-    else:
-        with ir.Context():
-            module = parse_module(model.text)
-            if not splittable_entry(module.operation, keys, model.source):
-                return True
-        why = "the entry can be split for IREE's data tiling above the narrow packed kernels"
+    if not any(packing_problem(w) is None for w in model.workloads):
+        return True
+    why = "the module is tuned at IREE's global-optimization level"
     print(f"dcmlir: explicit mmt4d kernels not offered: {why}", file=stream)
     return False
 
