@@ -22,7 +22,7 @@ import numpy as np
 
 from dcmlir.search.remainders import cover_matrix, greedy_cover
 
-__all__ = ["baseline_wants", "beaten_rows", "unpaired_rows"]
+__all__ = ["against_builds", "baseline_wants", "beaten_rows", "unpaired_rows"]
 
 Regions = Mapping[int, Sequence[int]]
 """Each chosen kernel's column -> the shape rows it is chosen for."""
@@ -111,3 +111,37 @@ def beaten_rows(
         if beaten:
             found[column] = beaten
     return found
+
+
+def against_builds(
+    builds: Sequence[tuple[int, np.ndarray]],
+    near: np.ndarray,
+    distance: np.ndarray,
+    regions: Regions,
+    measured_rows: Callable[[int], set[int]],
+    seconds: Callable[[int, int], float | None],
+    margin: float,
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
+    pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
+    shares with it) of IREE's builds, the floor being the faster of them.
+
+    With IREE's default alone, a budget of 36 left a GPT-2 projection's packed families
+    unproven at 113 of 128 T (36 measurements cannot pair every remainder class with the
+    default) and its plan ran IREE's default, 2-4x slower than data tiling: a packed
+    family serves every M or none. IREE's data tiling, where the weight is a constant,
+    is the other build; a pair beside it covers rows too (docs/design.md section 12)."""
+    unpaired: dict[int, list[int]] | None = None
+    beaten: dict[int, list[int]] = {}
+    for build, joint in builds:
+        found = unpaired_rows(joint, near, regions, measured_rows, build)
+        unpaired = (
+            found
+            if unpaired is None
+            else {c: [r for r in rows if r in found.get(c, ())] for c, rows in unpaired.items()}
+        )
+        for column, rows in beaten_rows(
+            joint, near, distance, regions, seconds, build, margin
+        ).items():
+            beaten.setdefault(column, []).extend(rows)
+    return {c: rows for c, rows in (unpaired or {}).items() if rows}, beaten

@@ -41,7 +41,10 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
+from dcmlir.search.baseline_evidence import (
+    against_builds,
+    baseline_wants,
+)
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
@@ -152,16 +155,10 @@ class ShapeGenericSearch:
         self.default = next(  # IREE's default: the floor every chosen kernel must beat
             (i for i, c in enumerate(self.candidates) if isinstance(c, DefaultCandidate)), None
         )
-        # IREE's data tiling where the weight is a constant (packed once): the other IREE
-        # build of the floor, a kernel measured beside it has evidence too
-        self.data_tiled = next(
-            (
-                i
-                for i, c in enumerate(self.candidates)
-                if isinstance(c, DataTiledCandidate) and packing_problem(workload) is None
-            ),
-            None,
-        )
+        # IREE's data tiling where the weight is a constant (packed once): the floor's other
+        # build, beside which a kernel has evidence too
+        tiled = [i for i, c in enumerate(self.candidates) if isinstance(c, DataTiledCandidate)]
+        self.data_tiled = tiled[0] if tiled and packing_problem(workload) is None else None
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -330,37 +327,17 @@ class ShapeGenericSearch:
                 estimate[rows, column] = math.inf
 
     def _against_iree_builds(self, regions: dict[int, list[int]]) -> list[dict[int, list[int]]]:
-        """Each kernel's rows that no side-by-side pair with an IREE build covers, and its
-        rows where such pairs show it slower than that build (:mod:`.baseline_evidence`).
-
-        The builds are IREE's default and, where the weight is a constant, its data tiling
-        (issue 14's floor is the faster of the two). A pair with either one covers a row:
-        the packed families' kernels are compared with data tiling by their duel, and
-        with the default alone a budget of 36 left a GPT-2 projection's packed families
-        unproven at 113 of 128 T and the plan ran IREE's default, 2-4x slower than data
-        tiling (the families serve every M or none)."""
+        """Each kernel's rows no pair with an IREE build covers, and its rows where pairs
+        show it slower (:func:`.baseline_evidence.against_builds`): IREE's default, in the
+        classes a kernel shares with it, and, where the weight is a constant, its data
+        tiling, in the kernel's own classes (its padded tile has none)."""
         assert self.default is not None
-        near, distance = self.remainders.near, self.remainders.distance
-        # the classes a kernel shares with each build: data tiling's own code has no
-        # remainder class (its tile is padded), so there a kernel's own classes
         builds = [(self.default, self._joint_masks())]
         if self.data_tiled is not None:
             builds.append((self.data_tiled, self.remainders.masks))
-        unpaired: dict[int, list[int]] | None = None
-        beaten: dict[int, list[int]] = {}
-        for build, joint in builds:
-            found = unpaired_rows(joint, near, regions, self._measured_rows, build)
-            unpaired = (
-                found
-                if unpaired is None
-                else {c: [r for r in rows if r in found.get(c, ())] for c, rows in unpaired.items()}
-            )
-            margin = self.settings.tie_margin
-            for column, rows in beaten_rows(
-                joint, near, distance, regions, self._seconds, build, margin
-            ).items():
-                beaten.setdefault(column, []).extend(rows)
-        return [{c: rows for c, rows in (unpaired or {}).items() if rows}, beaten]
+        near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
+        margin = self.settings.tie_margin
+        return list(against_builds(builds, near, distance, regions, rows, self._seconds, margin))
 
     def _regions(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
         """Each chosen kernel's column (IREE's default aside) -> the rows it is chosen for."""
