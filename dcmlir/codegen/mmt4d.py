@@ -116,11 +116,11 @@ def mmt4d_compilation_info(m0: int, n0: int, m_bound: int | None) -> str | None:
 
     IREE's own gives a workgroup 4 row tiles of one block and walks the blocks first, so
     the weight (2.4-9.4 MB, past L2) streams from memory once per 4 x M0 rows: in a GPT-2
-    at T = 64..128, M0 = 8 then ran 1.04-1.15x data tiling's time, which walks the rows of
+    at T = 64..128, M0 = 8 then ran 1.09-1.15x data tiling's time, which walks the rows of
     a block first. With the rows of the range in one workgroup each block is read once
-    (kept in L2 across the rows): 0.85-0.87 of data tiling's time there (docs/design.md
-    section 12). The activations a workgroup reads (its rows x K) are re-read per block,
-    from cache.
+    (kept in L2 across the rows): 0.85-0.93 of data tiling's time there, two runs
+    (``benchmarks/explicit_in_model.py``, docs/design.md section 12). The activations a
+    workgroup reads (its rows x K) are re-read per block, from cache.
     """
     if m_bound is None:
         return None
