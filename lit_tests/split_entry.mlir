@@ -10,7 +10,7 @@
 // A plan whose projection runs explicit mmt4d kernels (faster than data tiling at every
 // T, their weight packed 32 x 1) leaves the entry whole: a data-tiled copy would hold
 // that weight a second time, in data tiling's layout.
-// MMT4D: remark: entry not split: {{[0-9a-f]+}} run explicit mmt4d kernels, faster than data tiling at every T
+// MMT4D: remark: entry not split: {{[0-9a-f]+}} run explicit mmt4d kernels, whose weight layout is not data tiling's
 // MMT4D-LABEL: util.func public @main
 // MMT4D-NOT: util.call
 // MMT4D: util.return

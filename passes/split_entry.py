@@ -104,9 +104,8 @@ def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySpli
     if explicit:
         ctx.remark(
             module,
-            f"entry not split: {', '.join(explicit)} run explicit mmt4d kernels, faster than "
-            "data tiling at every T, whose weight layout is not data tiling's (a data-tiled "
-            "copy would hold their weights twice)",
+            f"entry not split: {', '.join(explicit)} run explicit mmt4d kernels, whose weight "
+            "layout is not data tiling's (a data-tiled copy would hold their weights twice)",
         )
         return None
     threshold = peer_threshold(plan)
