@@ -36,13 +36,12 @@ BASE = "data tiling"
 
 def explicit_module(text: str, m0: int, m_bound: int | None) -> str:
     """``text`` with every constant-weight 2-D projection as one explicit kernel."""
-    from dcmlir.codegen.mmt4d import explicit_mmt4d, pack_weight
-    from dcmlir.codegen.packed import loop_dims
+    from dcmlir.codegen.mmt4d import rewrite_explicit
     from dcmlir.ir.mlir import ir, parse_module
     from dcmlir.space import packing_problem
     from dcmlir.workload import NotAWorkload, workloads
 
-    with ir.Context(), ir.Location.unknown():
+    with ir.Context():
         module = parse_module(text)
         found = [
             (op, w)
@@ -50,12 +49,7 @@ def explicit_module(text: str, m0: int, m_bound: int | None) -> str:
             if not isinstance(w, NotAWorkload) and packing_problem(w) is None
         ]
         for op, workload in found:
-            with ir.InsertionPoint(op):
-                weight = pack_weight(op, workload, 32)
-                dims = loop_dims(op, workload)
-                unpacked = explicit_mmt4d(op, workload, dims, m0, 32, weight, m_bound)
-            op.results[0].replace_all_uses_with(unpacked.results[0])
-            op.erase()
+            rewrite_explicit(op, workload, m0, 32, m_bound)
         print(f"{len(found)} projections written as explicit M0 = {m0} kernels", file=sys.stderr)
         return str(module)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dcmlir.codegen.mmt4d import explicit_mmt4d, pack_weight, tuned_m_bound
-from dcmlir.codegen.packed import data_tile, loop_dims
+from dcmlir.codegen.mmt4d import rewrite_explicit, tuned_m_bound
+from dcmlir.codegen.packed import data_tile
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.layouts import fixed_weight, resource_trailer, weight_seed
 from dcmlir.reference import contract
@@ -186,13 +186,7 @@ def kernel_module_text(
 def _explicit(op: ir.Operation, workload: Workload, form: Mmt4dForm) -> None:
     """Replace ``op`` by its explicit pack / mmt4d / unpack form (the weight packed in the
     function: IREE hoists it when the weight is the module's constant)."""
-    with ir.InsertionPoint(op), op.location:
-        dims = loop_dims(op, workload)
-        weight = pack_weight(op, workload, form.n0)
-        bound = tuned_m_bound(workload)
-        unpacked = explicit_mmt4d(op, workload, dims, form.m0, form.n0, weight, bound)
-    op.results[0].replace_all_uses_with(unpacked.results[0])
-    op.erase()
+    rewrite_explicit(op, workload, form.m0, form.n0, tuned_m_bound(workload))
 
 
 def weight_global(workload: Workload) -> str:

@@ -16,7 +16,7 @@ own, and the unpack takes the fused consumers.
 
 from __future__ import annotations
 
-from dcmlir.codegen.packed import Dims
+from dcmlir.codegen.packed import Dims, loop_dims
 from dcmlir.ir.mlir import arith, ir, linalg
 from dcmlir.shapes import ceil_div
 from dcmlir.workload import K, M, N, Workload
@@ -27,6 +27,7 @@ __all__ = [
     "mmt4d_compilation_info",
     "pack_weight",
     "packed_weight_type",
+    "rewrite_explicit",
     "tuned_m_bound",
 ]
 
@@ -108,6 +109,20 @@ def explicit_mmt4d(
     return linalg.UnPackOp(
         result_type, product, _empty(result_type, [m]), [0, 1], [], [m0, n0]
     ).operation
+
+
+def rewrite_explicit(
+    op: ir.Operation, workload: Workload, m0: int, n0: int, m_bound: int | None
+) -> None:
+    """Replace ``op`` by its explicit pack / mmt4d / unpack form, the weight packed right
+    before it (IREE hoists that pack when the weight is a constant): one kernel for every
+    M, no dispatch (the tuned kernel's module, a benchmark's model)."""
+    with ir.InsertionPoint(op), op.location:
+        dims = loop_dims(op, workload)
+        weight = pack_weight(op, workload, n0)
+        unpacked = explicit_mmt4d(op, workload, dims, m0, n0, weight, m_bound)
+    op.results[0].replace_all_uses_with(unpacked.results[0])
+    op.erase()
 
 
 def mmt4d_compilation_info(m0: int, n0: int, m_bound: int | None) -> str | None:

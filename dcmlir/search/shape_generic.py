@@ -41,10 +41,7 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.baseline_evidence import (
-    against_builds,
-    baseline_wants,
-)
+from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
@@ -326,7 +323,9 @@ class ShapeGenericSearch:
             for column, rows in finite:
                 estimate[rows, column] = math.inf
 
-    def _against_iree_builds(self, regions: dict[int, list[int]]) -> list[dict[int, list[int]]]:
+    def _against_iree_builds(
+        self, regions: dict[int, list[int]]
+    ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """Each kernel's rows no pair with an IREE build covers, and its rows where pairs
         show it slower (:func:`.baseline_evidence.against_builds`): IREE's default, in the
         classes a kernel shares with it, and, where the weight is a constant, its data
@@ -337,7 +336,7 @@ class ShapeGenericSearch:
             builds.append((self.data_tiled, self.remainders.masks))
         near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
         margin = self.settings.tie_margin
-        return list(against_builds(builds, near, distance, regions, rows, self._seconds, margin))
+        return against_builds(builds, near, distance, regions, rows, self._seconds, margin)
 
     def _regions(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
         """Each chosen kernel's column (IREE's default aside) -> the rows it is chosen for."""
