@@ -212,7 +212,11 @@ def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, A
     seq_lens = parse_seq(args.seq)
     say(f"{spec.slug}: checking and timing every column at {len(seq_lens)} sequence lengths")
     settings = MeasureSettings(
-        min_time=args.min_time, rounds=args.rounds, warmup=2 * args.min_time, rtol=1e-4
+        min_time=args.min_time,
+        rounds=args.rounds,
+        warmup=max(2 * args.min_time, 0.1),
+        rtol=1e-4,
+        warm_calls=args.warm_calls,
     )
     done = [0]
 
@@ -306,6 +310,13 @@ def main() -> int:
     parser.add_argument("--device", default="local-sync", choices=("local-sync", "local-task"))
     parser.add_argument("--min-time", type=float, default=0.1, help="seconds per sample")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--warm-calls",
+        type=int,
+        default=0,
+        help="untimed calls of a column before each of its samples (with a tiny --min-time: "
+        "the columns alternate call by call, each on its own caches)",
+    )
     parser.add_argument("--tune-min-time", type=float, default=0.03)
     parser.add_argument("--tune-rounds", type=int, default=3)
     parser.add_argument(

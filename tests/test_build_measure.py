@@ -326,6 +326,22 @@ def test_timer_runs_every_input_set_and_until_min_time() -> None:
     assert calls == 3  # at least one call per input set
 
 
+def test_timer_warm_calls_run_before_the_clock_starts() -> None:
+    reads: list[int] = []
+    seen: list[int] = []
+
+    def clock() -> float:
+        reads.append(len(seen))  # how many calls had run when the clock was read
+        return float(len(reads))
+
+    per_call, calls = Timer(min_time=0.0, clock=clock, warm_calls=3).sample(seen.append, [0, 1])
+    assert seen == [0, 1, 0, 0, 1]  # three untimed calls, then one timed call per set
+    assert calls == 2 and reads[0] == 3  # the clock starts after the warm calls
+    assert per_call == pytest.approx(1.0)  # two timed calls, two clock ticks
+    with pytest.raises(ValueError, match="warm_calls"):
+        MeasureSettings(warm_calls=-1)
+
+
 def test_interleaved_rotates_who_goes_first_and_drops_the_failed() -> None:
     assert "".join(interleaved("abc", 3, lambda v: True)) == "abcbcacab"
     failed: set[str] = set()

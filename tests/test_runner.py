@@ -86,6 +86,25 @@ def test_interleaved_measurement_with_baseline(dense_module: tuple[Workload, str
     assert result.drift is not None and math.isfinite(result.drift)
 
 
+def test_warm_calls_reach_the_worker_and_are_not_counted(
+    dense_module: tuple[Workload, str],
+) -> None:
+    """Call-by-call sampling (``never_slower.py``'s re-measurement): each sample one timed
+    call per input set, after an untimed call of the same variant."""
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
+    settings = dataclasses.replace(FAST, min_time=1e-9, rounds=4, warm_calls=1)
+    with Runner(RunnerSettings(settings)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 5))
+    for timing in result.timings.values():
+        assert timing.error is None, timing.error
+        assert len(timing.samples) == 4 and all(s > 0 for s in timing.samples)
+        assert timing.calls == 4 * FAST.input_sets  # the warm calls are not counted
+
+
 def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]) -> None:
     workload, path = dense_module
     variants = [

@@ -74,6 +74,15 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--min-time", type=seconds, default=0.05, metavar="S")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
+        "--warm-calls",
+        type=int,
+        default=0,
+        metavar="N",
+        help="untimed calls of a baseline right before each of its samples (default 0); with "
+        "a tiny --min-time the baselines alternate call by call, each timed call on the "
+        "caches its own build left",
+    )
+    parser.add_argument(
         "--buckets",
         default=",".join(map(str, DEFAULT_BUCKETS)),
         help="bucket sizes of the bucketing baseline (%(default)s)",
@@ -117,6 +126,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             threads=args.threads,
             min_time=args.min_time,
             rounds=args.rounds,
+            warm_calls=args.warm_calls,
             buckets=tuple(_integers("--buckets", args.buckets)),
             oracle_min_time=args.oracle_min_time,
             oracle_rounds=args.oracle_rounds,

@@ -103,6 +103,7 @@ class BenchSettings:
     threads: int | None = None  # local-task's workers and every peer's; None: every core
     min_time: float = 0.05
     rounds: int = 5
+    warm_calls: int = 0  # untimed calls of a baseline before each of its samples
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     oracle_min_time: float = 0.01
     oracle_rounds: int = 2
@@ -122,6 +123,8 @@ class BenchSettings:
             raise BenchError("--min-time, --oracle-min-time and --timeout must be > 0")
         if self.rounds < 1 or self.oracle_rounds < 1:
             raise BenchError("--rounds and --oracle-rounds must be >= 1")
+        if self.warm_calls < 0:
+            raise BenchError("--warm-calls must be >= 0")
         if self.threads is not None and (self.device != "local-task" or self.threads < 1):
             raise BenchError("--threads: a count >= 1, with --device local-task")
         if not self.buckets or any(b < 1 for b in self.buckets):
@@ -244,6 +247,7 @@ def bench(
         "settings": {
             "min_time": settings.min_time,
             "rounds": settings.rounds,
+            "warm_calls": settings.warm_calls,
             "buckets": list(settings.buckets),
             "oracle_min_time": settings.oracle_min_time,
             "oracle_rounds": settings.oracle_rounds,
@@ -353,7 +357,10 @@ def _time(
     """Every available baseline at every shape, interleaved, largest shape first."""
     runner_settings = RunnerSettings(
         MeasureSettings(
-            min_time=settings.min_time, rounds=settings.rounds, warmup=settings.min_time
+            min_time=settings.min_time,
+            rounds=settings.rounds,
+            warmup=settings.min_time,
+            warm_calls=settings.warm_calls,
         ),
         driver=device,
         timeout=settings.timeout,

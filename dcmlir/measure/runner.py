@@ -311,7 +311,9 @@ class Runner:
                 failed[name] = str(err)
         return failed
 
-    def _request(self, timing: Timing, command: str, variant: Variant, argument: float) -> Any:
+    def _request(
+        self, timing: Timing, command: str, variant: Variant, argument: float | tuple[float, int]
+    ) -> Any:
         """One worker request for one variant; any failure becomes that variant's error."""
         name = self._pool_of(variant)
         try:
@@ -329,7 +331,12 @@ class Runner:
         return None
 
     def _quiet_sample(
-        self, timing: Timing, worker: WorkerProcess, name: str, key: Hashable, argument: float
+        self,
+        timing: Timing,
+        worker: WorkerProcess,
+        name: str,
+        key: Hashable,
+        argument: float | tuple[float, int],
     ) -> Any:
         """A sample taken once the other pools' processes (and this one's other threads) are
         quiet; the cores they took meanwhile raise ``timing.interference``.
@@ -473,7 +480,8 @@ class Runner:
     def _sample(self, timing: Timing, variant: Variant) -> float | None:
         if timing.error is not None:
             return None
-        found = self._request(timing, "sample", variant, self.settings.measure.min_time)
+        measure = self.settings.measure
+        found = self._request(timing, "sample", variant, (measure.min_time, measure.warm_calls))
         if found is None:
             return None
         seconds, calls = found

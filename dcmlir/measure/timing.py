@@ -57,12 +57,18 @@ class MeasureSettings:
     warmup: float = 0.2  # seconds each variant runs before its first sample
     rtol: float = 1e-4  # max |actual - expected| / max |expected| accepted
     seed: int = 0
+    # untimed calls of the variant itself right before each of its samples: with samples of
+    # one call each, every timed call then starts on the caches its own build left, not on
+    # whichever variant ran before it (docs/benchmarks.md, "Noise between identical builds")
+    warm_calls: int = 0
 
     def __post_init__(self) -> None:
         if not all(math.isfinite(s) and s >= 0 for s in (self.min_time, self.warmup)):
             raise ValueError("min_time and warmup must be finite numbers of seconds >= 0")
         if self.rounds < 1 or self.input_sets < 1:
             raise ValueError("rounds and input_sets must be >= 1")
+        if self.warm_calls < 0:
+            raise ValueError("warm_calls must be >= 0")
 
 
 # --- inputs and checks ---------------------------------------------------------------------
@@ -135,15 +141,19 @@ def _no_gc() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Timer:
-    """Takes one sample: seconds per call, over calls rotating the prepared input sets."""
+    """Takes one sample: seconds per call, over calls rotating the prepared input sets,
+    after ``warm_calls`` untimed ones."""
 
     min_time: float = 0.1
     clock: Callable[[], float] = time.perf_counter
+    warm_calls: int = 0
 
     def sample(self, run: Callable[[Any], Any], prepared: Sequence[Any]) -> tuple[float, int]:
-        """(seconds per call, calls made). At least one call per input set."""
+        """(seconds per call, timed calls made). At least one timed call per input set."""
         calls = 0
         with _no_gc():
+            for warm in range(self.warm_calls):
+                run(prepared[warm % len(prepared)])
             start = self.clock()
             while True:
                 run(prepared[calls % len(prepared)])

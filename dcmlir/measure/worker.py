@@ -120,7 +120,8 @@ def serve(driver: str, threads: int | None = None) -> None:
             Timer(argument).sample(callee.invoke, sets)
             return None
         if command == "sample":
-            return Timer(argument).sample(callee.invoke, sets)
+            min_time, warm_calls = argument
+            return Timer(min_time, warm_calls=warm_calls).sample(callee.invoke, sets)
         raise ValueError(f"unknown request {command!r}")
 
     while True:
