@@ -25,9 +25,10 @@ from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
 from dcmlir.space import (
     Candidate,
-    DataTiledCandidate,
     Mmt4dCandidate,
     PackedCandidate,
+    PackedFamily,
+    PackedWeightCandidate,
     packing_problem,
 )
 from dcmlir.workload import Workload
@@ -81,7 +82,7 @@ class ConfigRoute:
     name = "config"
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
+        if isinstance(candidate, PackedWeightCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
         attribute = candidate.compilation_info(workload)  # type: ignore[attr-defined]
         if attribute is None:
@@ -114,7 +115,7 @@ class TransformLibraryRoute:
         self._dumps: dict[tuple[str, ...], Path] = {}
 
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
-        if isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
+        if isinstance(candidate, PackedWeightCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
         levels = candidate.levels(workload)  # type: ignore[attr-defined]
         if levels is None:
@@ -154,8 +155,7 @@ class TransformLibraryRoute:
         names = [
             name
             for name, candidate in chunk
-            if not _is_default(candidate)
-            and not isinstance(candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
+            if not _is_default(candidate) and not isinstance(candidate, PackedWeightCandidate)
         ]
         if dumps is None or not names:
             return {}
@@ -177,7 +177,7 @@ _DUMP_FLAGS = (
 
 
 def packed_variant(
-    candidate: PackedCandidate | DataTiledCandidate | Mmt4dCandidate,
+    candidate: PackedWeightCandidate,
     function: str,
     constant_weight: bool,
 ) -> KernelVariant:
@@ -195,7 +195,7 @@ def encoded_flags(chunk: Sequence[tuple[str, Candidate]]) -> tuple[str, ...]:
     the others). The two never share a chunk (:func:`flag_group`): the mmt4d kernels turn
     IREE's ukernels off, which the encoded kernels are measured with."""
     flags: tuple[str, ...] = ()
-    if any(isinstance(candidate, PackedCandidate | DataTiledCandidate) for _, candidate in chunk):
+    if any(isinstance(candidate, PackedFamily) for _, candidate in chunk):
         flags += ENCODED_KERNEL_FLAGS
     if any(isinstance(candidate, Mmt4dCandidate) for _, candidate in chunk):
         flags += MMT4D_KERNEL_FLAGS
@@ -205,7 +205,7 @@ def encoded_flags(chunk: Sequence[tuple[str, Candidate]]) -> tuple[str, ...]:
 def flag_group(candidate: Candidate) -> int:
     """Candidates of different groups compile in different chunks: 0 for IREE's encodings
     (built with its ukernels), 1 for the rest (the mmt4d kernels build without them)."""
-    return 0 if isinstance(candidate, PackedCandidate | DataTiledCandidate) else 1
+    return 0 if isinstance(candidate, PackedFamily) else 1
 
 
 def _is_default(candidate: Candidate) -> bool:

@@ -35,7 +35,7 @@ from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
 from dcmlir.passes.split_entry import EntrySplit, split_entry
-from dcmlir.space import DataTiledCandidate, DefaultCandidate, Mmt4dCandidate, PackedCandidate
+from dcmlir.space import DefaultCandidate, Mmt4dCandidate, PackedFamily, PackedWeightCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
 
@@ -289,7 +289,7 @@ def _is_default(kernel: PlannedKernel) -> bool:
 
 
 def _is_packed(kernel: PlannedKernel) -> bool:
-    return isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate)
+    return isinstance(kernel.candidate, PackedWeightCandidate)
 
 
 def _kernel_flags(plan: Plan, dispatched: bool, data_tiled: bool) -> tuple[str, ...]:
@@ -306,7 +306,7 @@ def _kernel_flags(plan: Plan, dispatched: bool, data_tiled: bool) -> tuple[str, 
     ``benchmarks/explicit_in_model.py``; docs/design.md section 12)."""
     if data_tiled:
         flags = DATA_TILING_FLAGS
-    elif dispatched and plan.runs(PackedCandidate | DataTiledCandidate):
+    elif dispatched and plan.runs(PackedFamily):
         flags = ENCODED_KERNEL_FLAGS
     else:
         flags = ()

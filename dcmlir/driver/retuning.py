@@ -16,7 +16,7 @@ from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import rejected_kernels
 from dcmlir.driver.outcome import WorkloadReport
 from dcmlir.search.shape_generic import SearchResult
-from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate, packing_problem
+from dcmlir.space import Mmt4dCandidate, PackedFamily, packing_problem
 from dcmlir.workload import Workload
 
 __all__ = ["MODULE_CHECKS", "retuned_in_one_layout", "retuned_without_rejected"]
@@ -76,11 +76,12 @@ def retuned_in_one_layout(
     (docs/design.md section 12)."""
     if not any(r.plan.runs(Mmt4dCandidate) for r in reports):
         return
-    packed = PackedCandidate | DataTiledCandidate
     for report in reports:
-        if packing_problem(report.workload) is not None or not report.plan.runs(packed):
+        if packing_problem(report.workload) is not None or not report.plan.runs(PackedFamily):
             continue
-        excluded = frozenset(c.key() for c in report.search.candidates if isinstance(c, packed))
+        excluded = frozenset(
+            c.key() for c in report.search.candidates if isinstance(c, PackedFamily)
+        )
         print(
             f"dcmlir: workload {report.workload.key} tuned again without the packed family: "
             "the plan's explicit mmt4d kernels keep the entry whole, where packed kernels "

@@ -28,6 +28,8 @@ __all__ = [
     "DataTiledCandidate",
     "Mmt4dCandidate",
     "PackedCandidate",
+    "PackedFamily",
+    "PackedWeightCandidate",
     "data_tiling_problem",
     "mmt4d_space",
     "packed_space",
@@ -225,3 +227,11 @@ class DataTiledCandidate:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind}
+
+
+PackedFamily = PackedCandidate | DataTiledCandidate
+"""The packed family (docs/design.md section 12): kernels in data tiling's weight layout,
+IREE's own build of the op among them."""
+
+PackedWeightCandidate = PackedCandidate | DataTiledCandidate | Mmt4dCandidate
+"""Every kernel that packs its weight: the packed family and the explicit mmt4d family."""
