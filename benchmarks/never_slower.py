@@ -152,13 +152,13 @@ def run(
 
 def recheck(name: str, result: BenchResult, records: Path, every: bool = False) -> dict[str, float]:
     """Each T where dcmlir was above :data:`RECHECK` of the best IREE build (``every``:
-    each T, :data:`RECHECK_ALL_ROUNDS` rounds), timed again
-    beside the two IREE builds alone: the re-measurement that tells a noisy moment from a
-    loss. The builds alternate call by call (a moment of the machine hits all three), each
-    timed call after one of its own build (no build starts on caches another left), in
-    :data:`RECHECK_PROCESSES` fresh processes (a process places a weight once, and one
-    placement can cost a build 10%: docs/benchmarks.md, "Noise between identical builds");
-    the median of the processes' ratios. Keys: the shape as ``"T"``; values: the ratio."""
+    each T, :data:`RECHECK_ALL_ROUNDS` rounds), timed again beside the two IREE builds
+    alone: the re-measurement that tells a noisy moment from a loss. The builds alternate
+    call by call (a moment of the machine hits all three), each timed call after one of
+    its own build (no build starts on caches another left), in :data:`RECHECK_PROCESSES`
+    fresh processes (a process places a weight once, and one placement cost a copy 10%:
+    docs/benchmarks.md, "The default in the rotation"); the median of the processes'
+    ratios. Keys: the shape as ``"T"``; values: the ratio."""
     own = ratios(result, "dcmlir")
     flagged = [
         shape for ratio, shape in zip(own, result.shapes, strict=False) if every or ratio > RECHECK

@@ -234,6 +234,8 @@ def test_settings_are_checked() -> None:
         BenchSettings(baselines=("dcmlir",))
     with pytest.raises(BenchError, match="--buckets"):
         BenchSettings(buckets=())
+    with pytest.raises(BenchError, match="--warm-calls must be >= 0"):
+        BenchSettings(warm_calls=-1)
 
 
 # --- the pieces ------------------------------------------------------------------------------
