@@ -67,9 +67,8 @@ def main() -> int:
 
     from threadpoolctl import threadpool_limits
 
-    from dcmlir.bench import model_peers
     from dcmlir.bench.model_compare import reference_for, torch_source
-    from dcmlir.bench.model_inputs import argument_types
+    from dcmlir.bench.model_inputs import argument_types, token_problems
     from dcmlir.build.compiler import build
     from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
     from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
@@ -111,17 +110,7 @@ def main() -> int:
         arguments = argument_types(base)
         torch = torch_source(text, None)
         reference = reference_for("auto", text, base, 1, None, torch)
-        vocab = model_peers.token_bound(text, torch)
-        bounds = tuple(vocab if model_peers.is_integer(a.dtype) else None for a in arguments)
-        problems = {
-            t: model_peers.TokenProblem(
-                tuple(a.shape(t) for a in arguments),
-                tuple(a.numpy_dtype for a in arguments),
-                reference=reference.fn,
-                bounds=bounds,
-            )
-            for t in seq
-        }
+        problems = token_problems(text, arguments, torch, reference.fn, seq)
         settings = MeasureSettings(
             min_time=args.min_time, rounds=args.rounds, warmup=0.2, rtol=1e-4
         )

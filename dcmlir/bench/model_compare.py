@@ -40,13 +40,13 @@ from dcmlir.bench.model_inputs import (
     check_points,
     example_inputs,
     point_label,
+    token_problems,
 )
 from dcmlir.bench.model_peers import (
     DATA_TILING,
     ONNX,
     PEERS,
     TORCH,
-    TokenProblem,
     encoder_config,
 )
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function
@@ -413,17 +413,7 @@ def run_model(
     chosen = reference_for(reference, text, default, thread_count, config, source)
     if parameters is not None:  # the worker may not share this process's directory
         parameters = dataclasses.replace(parameters, path=os.path.abspath(parameters.path))
-    vocab = model_peers.token_bound(text, source)
-    bounds = tuple(vocab if model_peers.is_integer(a.dtype) else None for a in arguments)
-    problems = {
-        t: TokenProblem(
-            tuple(a.shape(t) for a in arguments),
-            tuple(a.numpy_dtype for a in arguments),
-            reference=chosen.fn,
-            bounds=bounds,
-        )
-        for t in seq_lens
-    }
+    problems = token_problems(text, arguments, source, chosen.fn, seq_lens)
     say = log or (lambda line: None)
     with tempfile.TemporaryDirectory(prefix="dcmlir-run-model-") as scratch:
         builds = {DEFAULT: default_vmfb}

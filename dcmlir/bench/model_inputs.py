@@ -9,13 +9,18 @@ both dynamic). Kept apart from :mod:`dcmlir.bench.model_compare`, which runs the
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dcmlir.bench import model_peers
 from dcmlir.ir.iree import LoadedFunction
+from dcmlir.measure.timing import Inputs
+
+if TYPE_CHECKING:
+    from dcmlir.models.hf_models import TorchSource
 
 __all__ = [
     "ArgumentType",
@@ -25,6 +30,7 @@ __all__ = [
     "check_points",
     "example_inputs",
     "point_label",
+    "token_problems",
 ]
 
 Point = int | tuple[int, ...]
@@ -111,3 +117,26 @@ def example_inputs(arguments: Sequence[ArgumentType], seq: tuple[int, int]) -> l
         else np.ones(a.shape(t), np.float32)
         for a in arguments
     ]
+
+
+def token_problems(
+    text: str,
+    arguments: Sequence[ArgumentType],
+    source: TorchSource | None,
+    reference: Callable[[Inputs], list[np.ndarray]],
+    points: Sequence[Point],
+) -> dict[Point, model_peers.TokenProblem]:
+    """The model's problem at each point: the arguments' shapes there, every output checked
+    by ``reference``, integer inputs token ids below the model's vocabulary
+    (:func:`~dcmlir.bench.model_peers.token_bound`)."""
+    vocab = model_peers.token_bound(text, source)
+    bounds = tuple(vocab if model_peers.is_integer(a.dtype) else None for a in arguments)
+    return {
+        point: model_peers.TokenProblem(
+            tuple(a.shape(point) for a in arguments),
+            tuple(a.numpy_dtype for a in arguments),
+            reference=reference,
+            bounds=bounds,
+        )
+        for point in points
+    }
