@@ -124,24 +124,27 @@ def against_builds(
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
-    shares with it) of IREE's builds, the floor being the faster of them.
+    shares with it) of IREE's builds, the floor being the faster of them. A build chosen
+    for some rows is a kernel there, with evidence beside the other builds only.
 
     With IREE's default alone, a budget of 36 left a GPT-2 projection's packed families
     unproven at 113 of 128 T (36 measurements cannot pair every remainder class with the
     default) and its plan ran IREE's default, 2-4x slower than data tiling: a packed
-    family serves every M or none. IREE's data tiling, where the weight is a constant,
-    is the other build; a pair beside it covers rows too (docs/design.md section 12)."""
-    unpaired: dict[int, list[int]] | None = None
+    family serves every M or none. IREE's data tiling is the other build; a pair beside
+    it covers rows too (docs/design.md section 12)."""
+    unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
-    for build, joint in builds:
-        found = unpaired_rows(joint, near, regions, measured_rows, build)
-        unpaired = (
-            found
-            if unpaired is None
-            else {c: [r for r in rows if r in found.get(c, ())] for c, rows in unpaired.items()}
-        )
-        for column, rows in beaten_rows(
-            joint, near, distance, regions, seconds, build, margin
-        ).items():
-            beaten.setdefault(column, []).extend(rows)
-    return {c: rows for c, rows in (unpaired or {}).items() if rows}, beaten
+    for column, region in regions.items():
+        others = [(build, joint) for build, joint in builds if build != column]
+        if others:
+            unpaired[column] = set(region)
+        for build, joint in others:
+            own = {column: region}
+            found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
+            unpaired[column] &= set(found)
+            lost = beaten_rows(joint, near, distance, own, seconds, build, margin)
+            beaten.setdefault(column, []).extend(lost.get(column, []))
+    return (
+        {c: sorted(rows) for c, rows in unpaired.items() if rows},
+        {c: rows for c, rows in beaten.items() if rows},
+    )
