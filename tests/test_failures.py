@@ -374,7 +374,7 @@ def test_tune_never_chooses_a_crashing_or_miscompiled_candidate(
         SearchSettings(budget=BROKEN_BUDGET),
     )
     # the tuned kernels the search measures first (the fake compiler breaks configs)
-    first = [c for c, _ in probe._cherry_picks() if isinstance(c, CpuCandidate)]
+    first = [c for c, _ in probe.first_pairs() if isinstance(c, CpuCandidate)]
     crashing, miscompiled = first[0], first[1]
     fake_compiler("crash", crashing)
     fake_compiler("wrong", miscompiled)
@@ -405,7 +405,7 @@ def test_search_never_chooses_a_kernel_that_computed_wrong_numbers_once(tmp_path
         culprit: str | None = None
         culprit_shapes: list[tuple[int, ...]]  # where it was measured, in order
 
-        def measure_pairs(self, pairs):  # type: ignore[no-untyped-def]
+        def measure_pairs(self, pairs, calls=None):  # type: ignore[no-untyped-def]
             report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
             for candidate, shape in pairs:
                 if candidate.key() == self.culprit:

@@ -81,6 +81,15 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
         assert extended.measured == 3
         single = again.measure_pairs([(PICKED[1], (6,))])
         assert single.measured == 1 and single.records[(PICKED[1].key(), (6,))].ok
+        assert "sampling" not in single.records[(PICKED[1].key(), (6,))].extra
+        # call by call (the search's family duel): one call per input set a sample, after
+        # an untimed call of the same build
+        duel = again.measure_pairs([(PICKED[1], (7,)), (PICKED[2], (7,))], calls=9)
+        for candidate in PICKED[1:]:
+            record = duel.records[(candidate.key(), (7,))]
+            assert record.ok and record.extra["sampling"] == "call-by-call"
+            assert len(record.times) == 9
+            assert record.extra["calls"] == 9 * FAST.measure.input_sets
 
 
 def _alive(pid: int) -> bool:

@@ -216,6 +216,46 @@ def test_the_duel_repeats_a_losing_regime_side_by_side_and_stops_on_a_real_loss(
     assert duel.used <= 30
 
 
+def test_the_duels_pairs_are_timed_call_by_call(tmp_path: Path) -> None:
+    """The duel's pairs decide a family on differences of a few percent, and samples of
+    the minimum time put identical builds up to 22% apart: they are timed call by call
+    (SearchSettings.duel_calls), every other pair as usual. Machine: the explicit kernels
+    1.4x slower than data tiling at T = 9..16, faster elsewhere (a contested family)."""
+    from dcmlir.cost_model import TrivialCostModel
+    from dcmlir.records import RecordDatabase
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+    from dcmlir.testing import FakeMeasurer
+
+    table = family_table({t: 1.4 for t in range(9, 17)}) * 1e-6
+    keys = [c.key() for c in FAMILY]
+
+    asked: list[tuple[str, tuple[int, ...], int | None]] = []
+
+    class Machine(FakeMeasurer):
+        def time(self, candidate, shape):  # type: ignore[no-untyped-def]
+            return float(table[shape[0] - 1, keys.index(candidate.key())])
+
+        def measure_pairs(self, pairs, calls=None):  # type: ignore[no-untyped-def]
+            asked.extend((c.key(), s, calls) for c, s in pairs)
+            return super().measure_pairs(pairs, calls)
+
+    workload = workload_of(constant_projection("nk"))
+    measurer = Machine(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False))
+    settings = SearchSettings(budget=60)
+    model = TrivialCostModel(workload, CpuTarget(), seed=0)
+    search = ShapeGenericSearch(workload, measurer, model, FAMILY, settings, shapes=ROWS)  # type: ignore[arg-type]
+    search.stream = io.StringIO()
+    search.run()
+    duel = [(key, shape) for key, shape, calls in asked if calls is not None]
+    assert duel, "the explicit family is contested: the duel times pairs"
+    assert {calls for _, _, calls in asked} == {None, settings.duel_calls}
+    by_shape: dict[tuple[int, ...], set[str]] = {}
+    for key, shape in duel:
+        by_shape.setdefault(shape, set()).add(key)
+    for found in by_shape.values():  # an explicit kernel and IREE's best build, side by side
+        assert len(found) == 2 and len(found & {"datatiled", "default"}) == 1
+
+
 class PackedRowsLike:
     """The M tile each kernel's time steps with (what the search's PackedRows says)."""
 

@@ -39,6 +39,7 @@ from dcmlir.driver import Roles
 from dcmlir.files import temporary_path
 from dcmlir.ir.iree import CompilerRun, run_compile
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeResult
+from dcmlir.measure.timing import MeasureSettings
 from dcmlir.measure.variants import Variant
 from dcmlir.records import Record
 from dcmlir.testing import FakeRunner, FullDiskDatabase, small_cost_model
@@ -91,6 +92,7 @@ class HeldRunner:
         *,
         baseline: str | None = None,
         on_sample: Callable[[str], None] | None = None,
+        measure: MeasureSettings | None = None,
     ) -> ShapeResult:
         def counted(name: str) -> None:
             if on_sample is not None:
@@ -98,7 +100,9 @@ class HeldRunner:
             if _reached("sample"):
                 _hold(f"sample:{_counts['sample']}")
 
-        return self.inner.measure_shape(variants, problem, baseline=baseline, on_sample=counted)
+        return self.inner.measure_shape(
+            variants, problem, baseline=baseline, on_sample=counted, measure=measure
+        )
 
     def close(self) -> None:
         self.inner.close()

@@ -26,6 +26,7 @@ from dcmlir.build.compiler import remove_stale_scratch, scratch_directory
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
+from dcmlir.measure.timing import MeasureSettings
 from dcmlir.measure.variants import ModuleFunction
 from dcmlir.progress import Progress
 from dcmlir.records import Record, RecordDatabase, failure_of
@@ -244,13 +245,23 @@ class Measurer:
         *,
         candidates: Sequence[Candidate] | None = None,
         shapes: Sequence[Shape] | None = None,
+        calls: int | None = None,
     ) -> MeasureReport:
         """Build what is needed, time every pair the records lack, return the newest records.
 
         Pairs already recorded (a timing, or a failed build of the candidate)
         are taken from the records; the rest are timed shape by shape, largest
-        shape first, IREE's default alongside as the baseline.
+        shape first, IREE's default alongside as the baseline. ``calls``: time them
+        call by call instead: that many samples of each, interleaved, each one call per
+        input set right after an untimed call of its own build (identical builds then
+        agree within 3%, where samples of the minimum time put them up to 22% apart;
+        docs/benchmarks.md, "Budgets 60 and 240 with c7d5534's search").
         """
+        measure = None
+        if calls is not None:
+            measure = dataclasses.replace(
+                self.runner_settings.measure, rounds=calls, min_time=1e-9, warm_calls=1
+            )
         pairs = [(candidate, tuple(shape)) for candidate, shape in pairs]
         if candidates is None:
             candidates = list({c.key(): c for c, _ in pairs}.values())
@@ -296,7 +307,8 @@ class Measurer:
         runner = self._start_runner()
         for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
             if todo[shape]:
-                self._measure_shape(runner, shape, list(todo[shape].values()), built, report)
+                group = list(todo[shape].values())
+                self._measure_shape(runner, shape, group, built, report, measure)
         self._warn_drift(report)
         return report
 
@@ -359,6 +371,7 @@ class Measurer:
         group: list[Candidate],
         built: Mapping[str, BuiltVariant],
         report: MeasureReport,
+        measure: MeasureSettings | None = None,
     ) -> None:
         """Time ``group`` (plus IREE's default as the baseline) on one shape; record each.
 
@@ -381,14 +394,14 @@ class Measurer:
             self.workload, dims, fixed_weight=packing_problem(self.workload) is None
         )
         label = "x".join(str(v) for v in shape)
-        progress = Progress(
-            len(variants) * self.runner_settings.measure.rounds, f"measure {label}", self.stream
-        )
+        rounds = (measure or self.runner_settings.measure).rounds
+        progress = Progress(len(variants) * rounds, f"measure {label}", self.stream)
         result = runner.measure_shape(
             variants,
             problem,
             baseline=baseline if baseline in members else None,
             on_sample=lambda _name: progress.advance(),
+            measure=measure,
         )
         progress.set(progress.total)
         drift = result.drift
@@ -404,6 +417,8 @@ class Measurer:
                 "drift_flagged": flagged,
                 "runner": self.runner_settings.driver,
             }
+            if measure is not None:
+                extra["sampling"] = "call-by-call"
             if self.runner_settings.isolated:
                 extra["threads"] = self.runner_settings.thread_count
                 extra["interference"] = round(timing.interference, 4)

@@ -366,16 +366,18 @@ class Runner:
         *,
         baseline: str | None = None,
         on_sample: Callable[[str], None] | None = None,
+        measure: MeasureSettings | None = None,
     ) -> ShapeResult:
         """Check, warm up and time every variant on one shape, interleaved in rounds.
 
         ``baseline`` (a variant name, e.g. IREE's default) is also sampled once
-        before and once after the rounds, so drift of the machine shows.
+        before and once after the rounds, so drift of the machine shows. ``measure``:
+        this shape's sampling (rounds, min_time, warm_calls), instead of the runner's.
         """
         names = [v.name for v in variants]
         if len(set(names)) != len(names):
             raise ValueError(f"variant names must be distinct: {names}")
-        settings = self.settings.measure
+        settings = measure or self.settings.measure
         timings = {v.name: Timing(v.name) for v in variants}
         result = ShapeResult(timings, baseline)
         too_large = self._too_large(problem)
@@ -399,18 +401,18 @@ class Runner:
             self._request(timings[variant.name], "warmup", variant, settings.warmup)
         by_name = {v.name: v for v in variants}
         if baseline is not None:
-            result.baseline_before = self._sample(timings[baseline], by_name[baseline])
+            result.baseline_before = self._sample(timings[baseline], by_name[baseline], settings)
         for variant in interleaved(
             healthy, settings.rounds, lambda v: timings[v.name].error is None
         ):
             timing = timings[variant.name]
-            seconds = self._sample(timing, variant)
+            seconds = self._sample(timing, variant, settings)
             if seconds is not None:
                 timing.samples.append(seconds)
             if on_sample is not None:
                 on_sample(variant.name)
         if baseline is not None:
-            result.baseline_after = self._sample(timings[baseline], by_name[baseline])
+            result.baseline_after = self._sample(timings[baseline], by_name[baseline], settings)
         return result
 
     def measure_shapes(
@@ -477,10 +479,12 @@ class Runner:
                 healthy.append(variant)
         return healthy
 
-    def _sample(self, timing: Timing, variant: Variant) -> float | None:
+    def _sample(
+        self, timing: Timing, variant: Variant, measure: MeasureSettings | None = None
+    ) -> float | None:
         if timing.error is not None:
             return None
-        measure = self.settings.measure
+        measure = measure or self.settings.measure
         found = self._request(timing, "sample", variant, (measure.min_time, measure.warm_calls))
         if found is None:
             return None

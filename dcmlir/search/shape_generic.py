@@ -46,6 +46,7 @@ from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
+from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import kernel_families, select_kernels
@@ -78,6 +79,7 @@ class SearchSettings:
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels
+    duel_calls: int = 50  # a duel's pair is timed call by call, this many samples each
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
 
@@ -88,8 +90,8 @@ class SearchSettings:
         return min(max(2 * self.max_kernels, self.budget // 10), self.budget // 4)
 
     def __post_init__(self) -> None:
-        if min(self.budget, self.max_kernels, self.top_k, self.verify_batch) < 1:
-            raise ValueError("budget, max_kernels, top_k and verify_batch must be >= 1")
+        if min(self.budget, self.max_kernels, self.top_k, self.verify_batch, self.duel_calls) < 1:
+            raise ValueError("budget, max_kernels, top_k, verify_batch and duel_calls must be >= 1")
         if self.verify_per_kernel < 1 or not 0 < self.first_share <= 1:
             raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
 
@@ -170,11 +172,15 @@ class ShapeGenericSearch:
     def used(self) -> int:
         return len(self.measured)
 
-    def _measure(self, pairs: Sequence[tuple[Candidate, Shape]]) -> None:
+    def _measure(self, pairs: Sequence[tuple[Candidate, Shape]], calls: int | None = None) -> None:
+        """Time ``pairs`` (call by call, ``calls`` each, when given) and refit."""
         fresh = [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
         if not fresh:
             return
-        report = self.measurer.measure_pairs(fresh)
+        if calls is None:
+            report = self.measurer.measure_pairs(fresh)
+        else:
+            report = self.measurer.measure_pairs(fresh, calls=calls)
         self.measured_now += report.measured
         # In the order asked, not the order the measurer found them (records first, then
         # timed largest shape first): a resumed run then feeds the model and the estimate
@@ -410,7 +416,7 @@ class ShapeGenericSearch:
     def run(self) -> SearchResult:
         start = time.perf_counter()
         settings = self.settings
-        first = self._cherry_picks()
+        first = self.first_pairs()
         print(
             f"dcmlir: search {self.workload.kind} key={self.workload.key}: "
             f"{len(self.candidates)} candidates, {len(self.shapes)} shapes, "
@@ -444,16 +450,17 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self.settings.reserve
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
+            duel = self.duel.pairs(
+                estimate, self.shapes, settings, self._seconds, self.rows.tile, remaining
+            )
             pairs = (
-                self.duel.pairs(
-                    estimate, self.shapes, settings, self._seconds, self.rows.tile, remaining
-                )
+                duel
                 or self._unproven(estimate, kernels, choice)
                 or self.verification_pairs(estimate, kernels, choice, min(limit, remaining))
             )
             if not pairs:
                 break
-            self._measure(pairs[:remaining])
+            self._measure(pairs[:remaining], settings.duel_calls if duel else None)
             rounds += 1
         progress.set(progress.total)
         estimate, predicted = self.estimate()
@@ -474,43 +481,12 @@ class ShapeGenericSearch:
             history=history,
         )
 
-    def _cherry_picks(self) -> list[tuple[Candidate, Shape]]:
-        """The first measurements, most telling first, never more than the budget:
-        IREE's default; IREE's data tiling at one tile and at the most tiles (its line:
-        the strongest IREE build, which every family is compared with), or, without a
-        constant weight, at its pick and the largest shape; each packed
-        kernel at its bound; the other candidates on their cherry-picked shapes (a spread
-        subset when they are more than a quarter of the budget); last, the packed kernels' second
-        points (M = 1)."""
-        rows = self.rows
-        first: list[tuple[Candidate, Shape]] = []
-        later: list[tuple[Candidate, Shape]] = []
-        rest: list[Candidate] = []
-        for candidate in self.candidates:
-            if rows.tile(candidate) is None and isinstance(candidate, DataTiledCandidate):
-                # not on the packed rows (no constant weight): its pick and the most work
-                largest = max(self.shapes, key=math.prod)
-                first += [(candidate, s) for s in dict.fromkeys([self._picked(candidate), largest])]
-                continue
-            if rows.tile(candidate) is None and not isinstance(candidate, DefaultCandidate):
-                rest.append(candidate)
-                continue
-            if rows.tile(candidate) is None:  # IREE's default
-                first.append((candidate, self._picked(candidate)))
-                continue
-            shapes = rows.picks(candidate, self.shapes)
-            if rows.bound(candidate) is None:
-                first += [(candidate, shape) for shape in shapes]
-            else:  # a bounded kernel: its bound first (the most rows it serves)
-                first.append((candidate, shapes[-1]))
-                later += [(candidate, shape) for shape in shapes[:-1]]
-        share = int(self.settings.budget * self.settings.first_share)
-        room = max(share - len({c.key() for c, _ in first}), 0)
-        if len(rest) > room:
-            step = len(rest) / max(room, 1)
-            rest = [rest[int(i * step)] for i in range(room)]
-        picks = first + [(c, self._picked(c)) for c in rest] + later
-        return picks[: self.settings.budget]
+    def first_pairs(self) -> list[tuple[Candidate, Shape]]:
+        """What is measured first (:mod:`.first_measurements`)."""
+        budget, share = self.settings.budget, self.settings.first_share
+        return first_measurements(
+            self.candidates, self.shapes, self.rows, self._picked, budget, share
+        )
 
     def _picked(self, candidate: Candidate) -> Shape:
         return tuple(self._cherry_pick(self.workload, candidate, self.shapes))

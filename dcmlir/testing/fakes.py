@@ -30,7 +30,7 @@ from typing import Any
 from dcmlir.cost_model import CostModel, TrivialCostModel
 from dcmlir.measure.loop import MeasureReport
 from dcmlir.measure.runner import RunnerSettings, ShapeProblem, ShapeResult
-from dcmlir.measure.timing import Timing
+from dcmlir.measure.timing import MeasureSettings, Timing
 from dcmlir.measure.variants import Variant
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.shapes import Shape
@@ -66,10 +66,11 @@ class FakeRunner:
         *,
         baseline: str | None = None,
         on_sample: Callable[[str], None] | None = None,
+        measure: MeasureSettings | None = None,
     ) -> ShapeResult:
         """Every variant sampled ``rounds`` times, interleaved, as the real runner does."""
         timings = {v.name: Timing(v.name, max_error=0.0) for v in variants}
-        for _ in range(self.settings.measure.rounds):
+        for _ in range((measure or self.settings.measure).rounds):
             for variant in variants:
                 timing = timings[variant.name]
                 timing.samples.append(fake_seconds(variant.name, problem.input_shapes))
@@ -112,7 +113,10 @@ class FakeMeasurer:
     def time(self, candidate: Candidate, shape: Shape) -> float:
         return float(self.truth.predict([candidate], [shape])[0, 0]) * quirk(candidate.key(), shape)
 
-    def measure_pairs(self, pairs: Sequence[tuple[Candidate, Shape]]) -> MeasureReport:
+    def measure_pairs(
+        self, pairs: Sequence[tuple[Candidate, Shape]], calls: int | None = None
+    ) -> MeasureReport:
+        """The machine's time of each pair (``calls``, call by call, changes nothing here)."""
         report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
         known = {(r.candidate_key, r.shape): r for r in self.db.records(self.workload.key)}
         for candidate, shape in pairs:

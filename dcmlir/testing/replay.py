@@ -140,8 +140,11 @@ class ReplayMeasurer:
     def measured(self) -> int:
         return len(self._answered)
 
-    def measure_pairs(self, pairs: Sequence[tuple[Candidate, Shape]]) -> MeasureReport:
-        """The recorded outcome of every pair; nothing is answered if one is not recorded."""
+    def measure_pairs(
+        self, pairs: Sequence[tuple[Candidate, Shape]], calls: int | None = None
+    ) -> MeasureReport:
+        """The recorded outcome of every pair; nothing is answered if one is not recorded
+        (however it was sampled: ``calls`` is the search's wish, not the records')."""
         wanted = [(candidate.key(), tuple(shape)) for candidate, shape in pairs]
         missing = [pair for pair in wanted if pair not in self.table.records]
         if missing:
