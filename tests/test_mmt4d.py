@@ -377,6 +377,19 @@ def test_packed_projections_are_tuned_again_where_another_runs_explicit_kernels(
     assert "without the packed family" in stream.getvalue()
 
 
+def test_a_tile_count_is_the_median_of_its_measurements() -> None:
+    """Records (dense_ffn2, budget 60): data tiling's kernel at 1040 us at M = 1 and
+    575-587 at M = 13, 14, 16, one 16-row tile each; the mean (694) let an explicit kernel
+    1.17x slower than data tiling keep T = 13..16."""
+    from dcmlir.cost_model.row_tiles import tile_grid_estimate
+
+    points = [(128, 4837.0), (16, 587.0), (13, 575.0), (14, 574.0), (1, 1040.0)]
+    found = tile_grid_estimate(16, points, [1, 8, 15, 128])
+    assert found is not None
+    assert found[:3] == pytest.approx([581.0] * 3)  # the median of the one-tile count
+    assert found[3] == pytest.approx(4837.0)
+
+
 def test_more_tiles_never_estimate_faster_than_a_measured_larger_count() -> None:
     from dcmlir.cost_model.row_tiles import tile_grid_estimate
 
