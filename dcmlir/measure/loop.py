@@ -252,16 +252,10 @@ class Measurer:
         Pairs already recorded (a timing, or a failed build of the candidate)
         are taken from the records; the rest are timed shape by shape, largest
         shape first, IREE's default alongside as the baseline. ``calls``: time them
-        call by call instead: that many samples of each, interleaved, each one call per
-        input set right after an untimed call of its own build (identical builds then
-        agree within 3%, where samples of the minimum time put them up to 22% apart;
-        docs/benchmarks.md, "Budgets 60 and 240 with c7d5534's search").
+        call by call instead, that many samples of each (:meth:`MeasureSettings.call_by_call`).
         """
-        measure = None
-        if calls is not None:
-            measure = dataclasses.replace(
-                self.runner_settings.measure, rounds=calls, min_time=1e-9, warm_calls=1
-            )
+        settings = self.runner_settings.measure
+        measure = None if calls is None else settings.call_by_call(calls)
         pairs = [(candidate, tuple(shape)) for candidate, shape in pairs]
         if candidates is None:
             candidates = list({c.key(): c for c, _ in pairs}.values())

@@ -479,12 +479,9 @@ class Runner:
                 healthy.append(variant)
         return healthy
 
-    def _sample(
-        self, timing: Timing, variant: Variant, measure: MeasureSettings | None = None
-    ) -> float | None:
+    def _sample(self, timing: Timing, variant: Variant, measure: MeasureSettings) -> float | None:
         if timing.error is not None:
             return None
-        measure = measure or self.settings.measure
         found = self._request(timing, "sample", variant, (measure.min_time, measure.warm_calls))
         if found is None:
             return None

@@ -19,6 +19,7 @@ an error text and an infinite time; it is never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import statistics
@@ -69,6 +70,13 @@ class MeasureSettings:
             raise ValueError("rounds and input_sets must be >= 1")
         if self.warm_calls < 0:
             raise ValueError("warm_calls must be >= 0")
+
+    def call_by_call(self, rounds: int) -> MeasureSettings:
+        """These settings sampled call by call: ``rounds`` samples of one call per input
+        set, each right after an untimed call of the same build (identical builds then
+        agree within 3%, where samples of the minimum time put them up to 22% apart;
+        docs/benchmarks.md, "Budgets 60 and 240 with c7d5534's search")."""
+        return dataclasses.replace(self, rounds=rounds, min_time=1e-9, warm_calls=1)
 
 
 # --- inputs and checks ---------------------------------------------------------------------

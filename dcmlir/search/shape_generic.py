@@ -177,10 +177,7 @@ class ShapeGenericSearch:
         fresh = [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
         if not fresh:
             return
-        if calls is None:
-            report = self.measurer.measure_pairs(fresh)
-        else:
-            report = self.measurer.measure_pairs(fresh, calls=calls)
+        report = self.measurer.measure_pairs(fresh, calls=calls)
         self.measured_now += report.measured
         # In the order asked, not the order the measurer found them (records first, then
         # timed largest shape first): a resumed run then feeds the model and the estimate
