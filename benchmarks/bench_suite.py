@@ -125,15 +125,22 @@ def tune(
 def as_timed(name: str, source: Path) -> Path:
     """The module as the bench times it: a projection's weight a module constant (as in a
     model; the bench's default weight mode), so the search has the packed family too."""
-    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
-    if default_weight_mode(workload) != "constant":
+    text = as_timed_text(source)
+    if text == source.read_text():
         return source
     constant = RECORDS / f"{name}-constant.mlir"
-    text = with_constant_weight(
-        source.read_text(), weight_array(workload), str(workload.operand_type(1))
-    )
     constant.write_text(text)
     return constant
+
+
+def as_timed_text(source: Path) -> str:
+    """The text of :func:`as_timed`'s module (the source's own where its weight stays)."""
+    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
+    if default_weight_mode(workload) != "constant":
+        return source.read_text()
+    return with_constant_weight(
+        source.read_text(), weight_array(workload), str(workload.operand_type(1))
+    )
 
 
 def run_bench(

@@ -104,14 +104,27 @@ run() {
     | tee "$out/cuda_benchmark.log"
 }
 
+cpu() {
+  # Device call 2 for the CPU check of the scaling note (issue 15): the machine's cores,
+  # not its GPU; benchmarks/bigger_machine.py, everything to $OUT.
+  local out="${OUT:-/tmp/dcmlir-out}"
+  mkdir -p "$out"
+  install
+  export PYTHONUNBUFFERED=1
+  set -o pipefail
+  python3 "$ROOT/benchmarks/bigger_machine.py" --out "$out" \
+    --deadline "${DCMLIR_DEADLINE:-330}" "$@" 2>&1 | tee "$out/bigger_machine.log"
+}
+
 command="${1:-}"
 shift || true
 case "$command" in
   pack) pack ;;
   stash) stash ;;
   run) run "$@" ;;
+  cpu) cpu "$@" ;;
   *)
-    echo "usage: $0 pack | stash | run [cuda_benchmark.py options]" >&2
+    echo "usage: $0 pack | stash | run [cuda_benchmark.py options] | cpu [bigger_machine.py options]" >&2
     exit 2
     ;;
 esac

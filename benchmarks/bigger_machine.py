@@ -1,0 +1,153 @@
+"""Check the scaling note on a machine with more cores (issue 15), in one short run.
+
+The note in docs/benchmarks.md ("Scaling on paper") predicts, from the 2-core records
+only, how the plans change with ``P`` cores and names what a bigger machine should
+measure. This script measures exactly that, for ``--workloads`` (default ``dense_out``
+and ``dense_ffn2``, the two with the smallest tile grids):
+
+1. the runtime's floor on this machine (a one-dispatch module on ``local-sync`` and on
+   ``local-task``), since a per-call cost of 100 us dominates small T;
+2. ``dcmlir tune --device local-task --threads P`` (P = every core by default), the
+   weight a module constant as in the bench suite, records kept;
+3. ``dcmlir bench`` of that plan against IREE's default, IREE data tiling, numpy and
+   torch (P threads each, each in its own process), T = 1..32 (where the grid bounds
+   occupancy) and a few larger T;
+4. ``dcmlir bench`` of the plan tuned on 2 cores (``docs/results/bench/local-task/
+   plans``) beside IREE's default on the same machine, same T: the ratio to the default
+   of each plan, measured in its own process, compares them.
+
+Everything goes to ``--out`` (``summary.json``, the bench tables and plots, the tuning
+records); no workload starts after ``--deadline`` seconds. Run on a lent machine by
+``benchmarks/gpu_session.sh cpu`` (docs/cuda.md has the two device calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_suite import as_timed_text
+from thread_hygiene import floor_table
+
+import dcmlir
+from dcmlir.bench import BenchSettings, bench, write_outputs
+from dcmlir.ir.iree import versions
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = ROOT / "docs" / "results" / "modules"
+TWO_CORE_PLANS = ROOT / "docs" / "results" / "bench" / "local-task" / "plans"
+SHAPES = "1:32,48,64,96,128"
+PEERS = ("dcmlir", "iree-default", "iree-data-tiling", "numpy", "torch")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workloads", default="dense_out,dense_ffn2")
+    parser.add_argument("--budget", type=int, default=120, help="as the suite's local-task")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", default=SHAPES, help="T, LO:HI, comma-separated")
+    parser.add_argument("--deadline", type=float, default=420.0)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "threads": args.threads,
+        "cpu": _cpu(),
+        "versions": versions(),
+        "commit": os.environ.get("DCMLIR_COMMIT", "?"),
+        "workloads": {},
+    }
+    summary["floor"] = floor_table()
+    print("\n".join(summary["floor"]), flush=True)
+    _write(out, summary)
+    for name in args.workloads.split(","):
+        if time.perf_counter() - start > args.deadline:
+            summary["workloads"][name] = "not started: past the deadline"
+            _write(out, summary)
+            continue
+        summary["workloads"][name] = one_workload(name, args, out)
+        _write(out, summary)
+    print(json.dumps(summary["workloads"], indent=1))
+    return 0
+
+
+def one_workload(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    source = MODULES / f"{name}.mlir"
+    timed = out / "work" / f"{name}-constant.mlir"
+    timed.parent.mkdir(parents=True, exist_ok=True)
+    timed.write_text(as_timed_text(source))
+    plan = out / "plans" / f"{name}.json"
+    plan.parent.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    print(f"== {name}: tuning on local-task, {args.threads} threads", flush=True)
+    report = dcmlir.tune(
+        timed,
+        dims=["1:128"],
+        budget=args.budget,
+        db=out / "tune_records.jsonl",
+        output=plan,
+        device="local-task",
+        threads=args.threads,
+    )
+    (item,) = report.workloads
+    tuned = time.perf_counter() - began
+    results = {}
+    for label, plan_path, peers in (
+        ("tuned-here", plan, PEERS),
+        ("tuned-on-2-cores", TWO_CORE_PLANS / f"{name}.json", ("dcmlir", "iree-default")),
+    ):
+        print(f"== {name}: bench of the plan {label}", flush=True)
+        result = bench(
+            source,
+            plan=plan_path,
+            dims=["1:128"],
+            shapes=_shapes(args.shapes),
+            settings=BenchSettings(
+                baselines=peers, device="local-task", threads=args.threads, rounds=args.rounds
+            ),
+            db=out / "oracle_records.jsonl",
+            name=f"{name}-{label}",
+        )
+        write_outputs(result, out / "bench")
+        results[label] = result
+    return {
+        "tuning_seconds": round(tuned, 1),
+        "kernels": [k.candidate_key for k in item.plan.kernels],
+        "tree_depth": item.plan.tree.depth,
+        "geomean_over_default": {
+            label: {b: result.geomean_speedup(b) for b in result.measured_baselines()}
+            for label, result in results.items()
+        },
+        "unavailable": {label: result.unavailable for label, result in results.items()},
+    }
+
+
+def _shapes(text: str) -> list[tuple[int]]:
+    values: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition(":")
+        values += range(int(low), int(high or low) + 1)
+    return [(t,) for t in values]
+
+
+def _cpu() -> dict[str, Any]:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    return {"cores": os.cpu_count(), "machine": platform.machine(), "lscpu": lscpu}
+
+
+def _write(out: Path, summary: dict[str, Any]) -> None:
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
