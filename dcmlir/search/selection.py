@@ -259,3 +259,11 @@ def _cover_gain(
     covered = [row for row in uncovered if column in top[row]]
     cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
     return (len(covered), -cost, -column)
+
+
+def finite_geomean(values: Sequence[float]) -> float:
+    """The geomean, infinite where a value is not finite and positive."""
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    if not finite or len(finite) != len(values):
+        return math.inf
+    return math.exp(sum(math.log(v) for v in finite) / len(finite))
