@@ -107,13 +107,17 @@ run() {
 cpu() {
   # Device call 2 for the CPU check of the scaling note (issue 15): the machine's cores,
   # not its GPU; benchmarks/bigger_machine.py, everything to $OUT.
-  local out="${OUT:-/tmp/dcmlir-out}"
-  mkdir -p "$out"
+  # A device call returns a few files of $OUT only: the results travel as one archive.
+  local out="${OUT:-/tmp/dcmlir-out}" work=/tmp/dcmlir-bigger status=0
+  mkdir -p "$out" "$work"
   install
   export PYTHONUNBUFFERED=1
   set -o pipefail
-  python3 "$ROOT/benchmarks/bigger_machine.py" --out "$out" \
-    --deadline "${DCMLIR_DEADLINE:-330}" "$@" 2>&1 | tee "$out/bigger_machine.log"
+  python3 "$ROOT/benchmarks/bigger_machine.py" --out "$work" \
+    --deadline "${DCMLIR_DEADLINE:-330}" "$@" > "$work/bigger_machine.log" 2>&1 || status=$?
+  tail -40 "$work/bigger_machine.log"
+  (cd "$work" && tar -czf "$out/results.tgz" --exclude=work --exclude=oracle_records.jsonl .)
+  return "$status"
 }
 
 command="${1:-}"
