@@ -336,7 +336,7 @@ class ShapeGenericSearch:
         show it slower (:func:`.baseline_evidence.against_builds`): IREE's default, in the
         classes a kernel shares with it, and its data tiling, in the kernel's own classes
         (its padded tile has none). Data tiling itself has evidence beside the default
-        only."""
+        only, and needs none with a constant weight (:meth:`_needing_pairs`)."""
         assert self.default is not None
         builds = [(self.default, self._joint_masks())]
         if self.data_tiled is not None:
