@@ -5,6 +5,9 @@
 #   device call 1:     run(command="bash benchmarks/gpu_session.sh stash", carry=[".gpu1"])
 #   device call 2:     run(command="DCMLIR_COMMIT=<sha> bash benchmarks/gpu_session.sh run",
 #                          carry=[".gpu2"], timeout_s=600)   # within 30 s of call 1
+#   or, for the CPU check of issue 15's scaling note (benchmarks/bigger_machine.py):
+#                      run(command="DCMLIR_COMMIT=<sha> bash benchmarks/gpu_session.sh cpu",
+#                          carry=[".gpu2"], timeout_s=560)   # $OUT/results.tgz
 #
 # Why two calls: IREE's compiler and runtime for Python 3.12 are 99 MB as wheels and
 # 49 MB stripped and xz-compressed, and one call carries at most 64 MiB with the
