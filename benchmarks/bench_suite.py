@@ -125,19 +125,20 @@ def tune(
 def as_timed(name: str, source: Path) -> Path:
     """The module as the bench times it: a projection's weight a module constant (as in a
     model; the bench's default weight mode), so the search has the packed family too."""
-    text = as_timed_text(source)
-    if text == source.read_text():
+    text = constant_weight_text(source)
+    if text is None:
         return source
     constant = RECORDS / f"{name}-constant.mlir"
     constant.write_text(text)
     return constant
 
 
-def as_timed_text(source: Path) -> str:
-    """The text of :func:`as_timed`'s module (the source's own where its weight stays)."""
+def constant_weight_text(source: Path) -> str | None:
+    """:func:`as_timed`'s module text with its weight a constant; None where the weight
+    stays an argument (the bench's default weight mode)."""
     _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
     if default_weight_mode(workload) != "constant":
-        return source.read_text()
+        return None
     return with_constant_weight(
         source.read_text(), weight_array(workload), str(workload.operand_type(1))
     )

@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_suite import as_timed_text
+from bench_suite import constant_weight_text
 from constant_weight_bench import replace_section
 from thread_hygiene import floor_table
 
 import dcmlir
 from dcmlir.bench import BenchResult, BenchSettings, bench, geomean, load_result, write_outputs
 from dcmlir.ir.iree import versions
+from dcmlir.shapes import parse_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ROOT / "docs" / "results" / "modules"
@@ -61,7 +62,7 @@ def main() -> int:
     parser.add_argument("--workloads", default="dense_out,dense_ffn2")
     parser.add_argument("--budget", type=int, default=120, help="as the suite's local-task")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", default=SHAPES, help="T, LO:HI, comma-separated")
+    parser.add_argument("--shapes", default=SHAPES, help="as dcmlir bench --shapes")
     parser.add_argument("--deadline", type=float, default=420.0)
     args = parser.parse_args()
     if args.report:
@@ -96,7 +97,7 @@ def one_workload(name: str, args: argparse.Namespace, out: Path) -> dict[str, An
     source = MODULES / f"{name}.mlir"
     timed = out / "work" / f"{name}-constant.mlir"
     timed.parent.mkdir(parents=True, exist_ok=True)
-    timed.write_text(as_timed_text(source))
+    timed.write_text(constant_weight_text(source) or source.read_text())
     plan = out / "plans" / f"{name}.json"
     plan.parent.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
@@ -122,7 +123,7 @@ def one_workload(name: str, args: argparse.Namespace, out: Path) -> dict[str, An
             source,
             plan=plan_path,
             dims=["1:128"],
-            shapes=_shapes(args.shapes),
+            shapes=parse_shapes(args.shapes),
             settings=BenchSettings(
                 baselines=peers, device="local-task", threads=args.threads, rounds=args.rounds
             ),
@@ -233,14 +234,6 @@ def _plot(name: str, mine: BenchResult, two: BenchResult, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _shapes(text: str) -> list[tuple[int]]:
-    values: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition(":")
-        values += range(int(low), int(high or low) + 1)
-    return [(t,) for t in values]
 
 
 def _cpu() -> dict[str, Any]:

@@ -319,11 +319,10 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
 
 def test_the_floor_is_proven_before_the_kernels() -> None:
     """With an argument weight, where data tiling is estimated faster than IREE's default,
-    the search first measures
-    what shows it beside the default (its own measurements near every such row, then the
-    default beside them), then the chosen kernels' proofs: at budget 60 the kernels'
-    proofs took the budget, and attention scores ran IREE's default at T = 61 where data
-    tiling was 1.14x faster."""
+    the search first measures what shows it beside the default (its own measurements near
+    every such row, then the default beside them), then the chosen kernels' proofs: at
+    budget 60 the kernels' proofs took the budget, and attention scores ran IREE's default
+    at T = 61 where data tiling was 1.14x faster."""
     from dcmlir.search.shape_generic import ShapeGenericSearch
 
     search = ShapeGenericSearch(
