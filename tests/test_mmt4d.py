@@ -304,7 +304,7 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
     assert m8 not in unpaired and m8 not in beaten
     if constant:
         assert tiled not in unpaired and tiled not in beaten
-        assert not search._floor_region(table)  # nothing to prove before the kernels
+        assert not search._floor_wants(table)  # nothing to prove before the kernels
         assert all(c.key() != "default" for c, _ in search._wants({tiled: regions[tiled]}))
     else:
         assert unpaired[tiled] == list(range(16, 32))  # its own pairs are no evidence

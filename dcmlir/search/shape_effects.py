@@ -16,7 +16,11 @@ the median of all ratios where few measurements back them.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dcmlir.shapes import Shape
 
 PRIOR_WEIGHT = 3.0
 """Measurements' worth of "no effect" a candidate's bias and a shape's effect start from:
@@ -55,3 +59,22 @@ def _shrunk(
     measurements had said it."""
     n = len(values)
     return (n * center(values) + PRIOR_WEIGHT * toward) / (n + PRIOR_WEIGHT)
+
+
+def interpolate(shapes: Sequence[Shape], points: list[tuple[int, float]]) -> np.ndarray:
+    """exp of the inverse-distance-weighted mean of log ratios ``points`` (row, value) at
+    every shape: distances in the dynamic dims' space, each normalised by its range;
+    several values at one row are averaged first."""
+    if not points:
+        return np.ones(len(shapes))
+    grouped: dict[int, list[float]] = {}
+    for row, value in points:
+        grouped.setdefault(row, []).append(value)
+    rows = sorted(grouped)
+    values = np.asarray([float(np.mean(grouped[row])) for row in rows])
+    extents = np.asarray(shapes, dtype=float)
+    scale = np.maximum(extents.max(axis=0) - extents.min(axis=0), 1.0)
+    anchors = extents[rows] / scale
+    distance = np.linalg.norm(extents[:, None, :] / scale - anchors[None, :, :], axis=2)
+    weights = 1.0 / (distance + 1e-3) ** 2
+    return np.exp((weights * values).sum(axis=1) / weights.sum(axis=1))

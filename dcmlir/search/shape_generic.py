@@ -5,7 +5,8 @@
    budget, and fit the cost model.
 2. Estimate the whole (shape x candidate) table: a measurement where there is
    one, else the model's prediction corrected by how wrong the model was for
-   that candidate at its nearest measured shapes.
+   that candidate at its nearest measured shapes (with an argument weight, data
+   tiling's: the default's times their measured ratio, :mod:`.floor_builds`).
 3. Keep each shape's top-k candidates and cover all shapes with at most
    ``max_kernels`` kernels (greedy set cover); give each shape its best kernel.
 4. Verify a few spread shapes of each chosen kernel and close contenders by
@@ -13,11 +14,12 @@
    nothing is left worth measuring.
 5. Prove: every round, and with a reserve at the end (where only measured kernels are
    selected), first the floor (with an argument weight, data tiling beside IREE's
-   default where it is estimated faster; with a constant weight data tiling is the
-   floor by itself), then each chosen kernel: a measurement near every shape it is
-   chosen for, in its remainder class (:mod:`dcmlir.search.remainders`), and an IREE
-   build beside it (:mod:`dcmlir.search.baseline_evidence`); a kernel still unproven
-   when the budget is spent is ruled out there and the rest selected again.
+   default where it is estimated faster, then both where they trade places; with a
+   constant weight data tiling is the floor by itself), then each chosen kernel: a
+   measurement near every shape it is chosen for, in its remainder class
+   (:mod:`dcmlir.search.remainders`), and an IREE build beside it
+   (:mod:`dcmlir.search.baseline_evidence`); a kernel still unproven when the budget
+   is spent is ruled out there and the rest selected again.
 
 A failed build or run is infinitely slow where it failed (everywhere, if it never
 ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
@@ -34,6 +36,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Protocol
 
 import numpy as np
@@ -45,10 +48,11 @@ from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
+from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
-from dcmlir.search.shape_effects import shape_effects
+from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.shapes import Shape, coarse_to_fine
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
@@ -159,8 +163,11 @@ class ShapeGenericSearch:
         # kernel has evidence too
         tiled = [i for i, c in enumerate(self.candidates) if isinstance(c, DataTiledCandidate)]
         self.data_tiled = tiled[0] if tiled else None
-        # with a constant weight: see _needing_pairs
+        # with a constant weight: see _needing_pairs; else which is faster where is asked
         self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None
+        self.floor = None
+        if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
+            self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
         self.measured: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.measured_now = 0
@@ -216,7 +223,7 @@ class ShapeGenericSearch:
                 continue
             if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
                 observed.append((row, column, math.log(seconds / predicted[row, column])))
-        by_shape = self._interpolate(shape_effects(observed))
+        by_shape = interpolate(self.shapes, shape_effects(observed))
         residual: dict[int, list[tuple[int, float]]] = {}
         for row, column, value in observed:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
@@ -224,7 +231,7 @@ class ShapeGenericSearch:
         penalties = self.remainders.penalties(residual)
         for column, points in residual.items():
             estimate[:, column] *= self.remainders.correction(
-                column, points, penalties, self._interpolate
+                column, points, penalties, partial(interpolate, self.shapes)
             )
         for column, count in failed.items():
             if count == runs[column]:
@@ -237,30 +244,12 @@ class ShapeGenericSearch:
             if math.isfinite(seconds) and self.rows.tile(self.candidates[column]) is not None:
                 continue  # a tile-grid kernel: the mean of its tile count, not one sample
             estimate[self.shape_index[shape], column] = seconds
+        if self.floor is not None:
+            self.floor.estimate(estimate, self._seconds)
         for (key, _), record in self.records.items():
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
-
-    def _interpolate(self, points: list[tuple[int, float]]) -> np.ndarray:
-        """exp of the inverse-distance-weighted mean of log ratios at every shape.
-
-        Distances are taken in the dynamic dims' space, each normalised by
-        its range; several values at one shape are averaged first.
-        """
-        if not points:
-            return np.ones(len(self.shapes))
-        grouped: dict[int, list[float]] = {}
-        for row, value in points:
-            grouped.setdefault(row, []).append(value)
-        rows = sorted(grouped)
-        values = np.asarray([float(np.mean(grouped[row])) for row in rows])
-        shapes = np.asarray(self.shapes, dtype=float)
-        scale = np.maximum(shapes.max(axis=0) - shapes.min(axis=0), 1.0)
-        anchors = shapes[rows] / scale
-        distance = np.linalg.norm(shapes[:, None, :] / scale - anchors[None, :, :], axis=2)
-        weights = 1.0 / (distance + 1e-3) ** 2
-        return np.exp((weights * values).sum(axis=1) / weights.sum(axis=1))
 
     # -- selecting ---------------------------------------------------------------------------
     def families(self) -> list[list[int]]:
@@ -373,23 +362,26 @@ class ShapeGenericSearch:
     def _unproven(
         self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int]
     ) -> list[tuple[Candidate, Shape]]:
-        """What the floor lacks, first (:meth:`_floor_region`), then what each chosen
+        """What the floor lacks, first (:meth:`_floor_wants`), then what each chosen
         kernel lacks where it is chosen: its own measurements covering its rows
         (:meth:`RemainderClasses.unproven`, at rows where IREE's default was measured when
         that costs nothing), then the default beside them."""
-        return self._wants(self._floor_region(estimate)) or self._wants(
-            self._regions(kernels, choice)
-        )
+        return self._floor_wants(estimate) or self._wants(self._regions(kernels, choice))
 
-    def _floor_region(self, estimate: np.ndarray) -> dict[int, list[int]]:
-        """Data tiling's rows where it is estimated faster than IREE's default: the floor
-        there, wherever no kernel is proven, once a pair beside the default shows it. At
-        budget 60 the kernels' proofs took the budget first, and attention scores ran
-        IREE's default at T = 61 where data tiling was 1.14x faster (never_slower.py)."""
-        if self.default is None or self.data_tiled is None or self.tiling_is_floor:
-            return {}
-        rows = np.flatnonzero(estimate[:, self.data_tiled] < estimate[:, self.default])
-        return {self.data_tiled: rows.tolist()} if len(rows) else {}
+    def _floor_wants(self, estimate: np.ndarray) -> list[tuple[Candidate, Shape]]:
+        """With an argument weight (:class:`.FloorBuilds`): data tiling's measurements and
+        the default's beside them where it is estimated faster (at budget 60 the kernels'
+        proofs took the budget first, and attention scores ran IREE's default at T = 61
+        where data tiling was 1.14x faster), then both builds at the range's ends and
+        where they trade places, within :data:`.FLOOR_SHARE` of the budget."""
+        if self.floor is None:
+            return []
+        wanted = self._wants(self.floor.region(estimate))
+        most = int(FLOOR_SHARE * self.settings.budget / 2)
+        row = None if wanted else self.floor.boundary_row(self._seconds, max_pairs=most)
+        builds = (self.floor.default, self.floor.tiled)
+        wanted += [] if row is None else [(self.candidates[c], self.shapes[row]) for c in builds]
+        return [p for p in wanted if (p[0].key(), p[1]) not in self.measured]
 
     def _wants(self, regions: dict[int, list[int]]) -> list[tuple[Candidate, Shape]]:
         """The unmeasured pairs that would prove each kernel of ``regions`` on its rows:
@@ -459,14 +451,16 @@ class ShapeGenericSearch:
             duel = self.duel.pairs(
                 estimate, self.shapes, settings, self._seconds, self.rows.tile, remaining
             )
+            floor = self._floor_wants(estimate)  # side by side, call by call, as a duel
             pairs = (
                 duel
+                or floor
                 or self._unproven(estimate, kernels, choice)
                 or self.verification_pairs(estimate, kernels, choice, min(limit, remaining))
             )
             if not pairs:
                 break
-            self._measure(pairs[:remaining], settings.duel_calls if duel else None)
+            self._measure(pairs[:remaining], settings.duel_calls if duel or floor else None)
             rounds += 1
         progress.set(progress.total)
         estimate, predicted = self.estimate()

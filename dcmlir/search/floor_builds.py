@@ -1,0 +1,145 @@
+"""IREE's two builds as the floor where the weight is an argument: which is faster where.
+
+With an argument weight, IREE's data tiling packs it on every call: slower than IREE's
+default at small T, faster at large T. Wherever no kernel is proven, the faster of the
+two runs, so the search must know where they trade places, and it learns it from pairs
+(both builds measured at one shape). Two things went wrong without this module
+(benchmarks/never_slower.py, budget 60):
+
+- **Each build estimated on its own.** The default is measured beside every kernel,
+  data tiling at a few shapes; their estimates are corrected independently, so between
+  two pairs that both showed data tiling 1.2x faster (attention scores, T = 29 and
+  105) data tiling was estimated 4% slower at T = 61, and the plan ran the default,
+  1.10-1.14x behind data tiling at T = 61 and 65. So data tiling's estimate where it
+  was not measured is the default's times their ratio, interpolated from the pairs
+  (:meth:`FloorBuilds.estimate`).
+- **Nothing between two pairs that disagree, or beyond them.** Attention context had
+  pairs at T x T' = 8 x 8 (the default 1.64x faster) and 44 x 128 (data tiling 1.8x
+  faster) only; the estimate put data tiling 1.37x slower at T = 17, the plan ran the
+  default at T = 17..37, and data tiling was 1.4-2x faster there. So both builds are
+  measured at the range's smallest and largest shapes, and pairs that disagree are
+  bisected (both measured at the shape between them in log extents) until they are
+  within :data:`RESOLUTION` of each other, within :data:`FLOOR_SHARE` of the budget
+  (:meth:`FloorBuilds.boundary_row`). The search times these pairs call by call, as a
+  family duel (one pair timed as the kernels are said data tiling 0.80x the default
+  at 9 x 9; the bench, 1.17x).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dcmlir.shapes import Shape
+
+__all__ = ["FLOOR_SHARE", "RATIO_POWER", "RESOLUTION", "SAME", "FloorBuilds"]
+
+RESOLUTION = 1.5
+"""Two disagreeing pairs this close (every dynamic extent within this factor) are not
+bisected: the floor is settled to within one step of the shape grid there."""
+
+SAME = 0.03
+"""A pair within this of a tie takes no side (issue 14's 0.97x: noise, not a floor)."""
+
+FLOOR_SHARE = 0.2
+"""Of the budget, at most, for pairs of the two IREE builds (both measured at one shape);
+their measurements beside the kernels at other shapes do not count."""
+
+RATIO_POWER = 4
+"""The inverse-distance weights' power when the pairs' ratio is interpolated: the nearest
+pairs decide. With 2 and distances in linear extents (the shape correction's), pairs at
+T = 9, 17 and 24 of attention scores (data tiling 1.27-1.42x slower) pulled the ratio to
+1.0 at T = 61..101, beyond pairs at 34 and 128 (0.77x, 0.93x), where data tiling was
+1.3-1.5x faster, and the plan ran the default there."""
+
+Seconds = Callable[[int, int], float | None]
+"""``seconds(column, row)``: a finite measurement, when there is one."""
+
+
+class FloorBuilds:
+    """IREE's default and data tiling (their columns) over the search's shapes."""
+
+    def __init__(self, shapes: Sequence[Shape], default: int, tiled: int) -> None:
+        self.shapes, self.default, self.tiled = list(shapes), default, tiled
+        extents = np.asarray(shapes, dtype=float).reshape(len(self.shapes), -1)
+        self.logs = np.log(np.maximum(extents, 1.0))
+
+    def ratios(self, seconds: Seconds) -> dict[int, float]:
+        """Each pair's row -> data tiling's time over the default's."""
+        return {
+            row: tiled / default
+            for row in range(len(self.shapes))
+            if (tiled := seconds(self.tiled, row)) is not None
+            and (default := seconds(self.default, row)) is not None
+        }
+
+    def region(self, estimate: np.ndarray) -> dict[int, list[int]]:
+        """Data tiling's rows where it is estimated faster than the default."""
+        rows = np.flatnonzero(estimate[:, self.tiled] < estimate[:, self.default])
+        return {self.tiled: rows.tolist()} if len(rows) else {}
+
+    def estimate(self, estimate: np.ndarray, seconds: Seconds) -> None:
+        """Data tiling's column of ``estimate`` [shape, candidate], in place, where it was
+        not measured: the default's estimate times the pairs' ratio, interpolated by
+        inverse distance in log extents to the power :data:`RATIO_POWER`. Left alone
+        without a pair, or where data tiling never ran."""
+        ratios = self.ratios(seconds)
+        if not ratios or not np.isfinite(estimate[:, self.tiled]).any():
+            return
+        pairs = sorted(ratios)
+        distance = np.linalg.norm(self.logs[:, None, :] - self.logs[None, pairs, :], axis=2)
+        weights = 1.0 / (distance + 1e-3) ** RATIO_POWER
+        logs = np.log([ratios[row] for row in pairs])
+        ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1))
+        rows = [row for row in range(len(self.shapes)) if seconds(self.tiled, row) is None]
+        estimate[rows, self.tiled] = estimate[rows, self.default] * ratio[rows]
+
+    def boundary_row(
+        self,
+        seconds: Seconds,
+        max_pairs: int,
+        resolution: float = RESOLUTION,
+        same: float = SAME,
+    ) -> int | None:
+        """The row to measure both builds at next, or None where the boundary is settled
+        or ``max_pairs`` pairs are held.
+
+        The smallest and the largest shape first: packing the weight on every call
+        costs most at small T, so the ends bracket the crossing. (One pair at T x T' =
+        9 x 9, data tiling 0.85x the default there by one sample, and one at 128 x 128
+        made data tiling the floor down to T = 1; the plan ran it at T = 5..7, 1.7x
+        slower than the default.) Then, of the disagreeing pairs (data tiling faster by
+        more than ``same`` at one, slower at the other) that no pair lies between, the
+        closest farther apart than ``resolution``: the row nearest the midpoint of their
+        log extents, of those strictly between them (closer to each than they are to
+        each other).
+        """
+        ratios = self.ratios(seconds)
+        if len(ratios) >= max_pairs:
+            return None
+        size = self.logs.sum(axis=1)
+        for end in (int(np.argmin(size)), int(np.argmax(size))):
+            if end not in ratios:
+                return end  # the range's ends first: the brackets every crossing lies in
+        faster = [row for row, ratio in ratios.items() if ratio < 1 / (1 + same)]
+        slower = [row for row, ratio in ratios.items() if ratio > 1 + same]
+        brackets = sorted((self._apart(a, b), a, b) for a in faster for b in slower)
+        for gap, a, b in brackets:
+            if gap <= math.log(resolution) + 1e-9:
+                continue
+            if any(self._between(c, a, b, gap) for c in ratios if c not in (a, b)):
+                continue  # a pair between them speaks for this stretch already
+            between = [r for r in range(len(self.shapes)) if self._between(r, a, b, gap)]
+            if between:
+                middle = (self.logs[a] + self.logs[b]) / 2
+                return min(between, key=lambda r: float(np.linalg.norm(self.logs[r] - middle)))
+        return None
+
+    def _apart(self, a: int, b: int) -> float:
+        """The largest |log ratio| of the two rows' dynamic extents."""
+        return float(np.abs(self.logs[a] - self.logs[b]).max())
+
+    def _between(self, row: int, a: int, b: int, gap: float) -> bool:
+        return self._apart(a, row) < gap and self._apart(b, row) < gap

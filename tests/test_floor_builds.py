@@ -1,0 +1,158 @@
+"""IREE's two builds as the floor with an argument weight: where they trade places, bisected;
+data tiling estimated from the default through their measured ratio."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from test_mmt4d import FAMILY, ROWS, _argument_weight
+from test_packed import constant_projection, workload_of
+
+from dcmlir.search.floor_builds import RESOLUTION, FloorBuilds
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
+
+DEFAULT, TILED = 0, 1
+
+
+def _bisect(
+    shapes: list[tuple[int, ...]], ratio: Callable[[tuple[int, ...]], float], start: list[int]
+) -> list[int]:
+    """Measure both builds where :meth:`FloorBuilds.boundary_row` asks until it asks nothing: the
+    rows asked, in order. ``ratio(shape)``: data tiling's time over the default's."""
+    seconds: dict[tuple[int, int], float] = {}
+
+    def measure(row: int) -> None:
+        seconds[DEFAULT, row] = 1e-5
+        seconds[TILED, row] = 1e-5 * ratio(shapes[row])
+
+    for row in start:
+        measure(row)
+    asked: list[int] = []
+    floor = FloorBuilds(shapes, DEFAULT, TILED)
+    while (row := floor.boundary_row(lambda c, r: seconds.get((c, r)), 20)) is not None:
+        assert row not in asked and len(asked) < 20
+        asked.append(row)
+        measure(row)
+    return asked
+
+
+@pytest.mark.parametrize("crossing", [5, 20, 90])
+def test_two_pairs_that_disagree_are_bisected_to_the_crossing(crossing: int) -> None:
+    """Pairs at T = 1 (data tiling slower) and 128 (faster) only: the estimate would
+    place the crossing anywhere between; bisection in log T settles it to within
+    :data:`RESOLUTION`, in about log2(log 128 / log 1.5) steps."""
+    shapes = [(t,) for t in range(1, 129)]
+    ratio = lambda s: 1.6 if s[0] < crossing else 0.6  # noqa: E731
+    asked = _bisect(shapes, ratio, [0, 127])
+    assert 3 <= len(asked) <= 5
+    measured = sorted([1, 128, *(shapes[r][0] for r in asked)])
+    below = max(t for t in measured if t < crossing)
+    above = min(t for t in measured if t >= crossing)
+    assert above / below <= RESOLUTION
+
+
+def test_the_ranges_ends_come_first() -> None:
+    """Pairs at T = 9 (data tiling faster by one sample) and 128 only: T = 1 is measured
+    next, and the stretch below 9 where data tiling is slower is found from there."""
+    shapes = [(t,) for t in range(1, 129)]
+    asked = _bisect(shapes, lambda s: 1.7 if s[0] < 9 else 0.85, [8, 127])
+    assert asked[0] == 0 and all(shapes[r][0] < 9 for r in asked)
+    assert max(shapes[r][0] for r in asked) * RESOLUTION >= 9
+
+
+def test_ties_and_agreeing_pairs_ask_nothing() -> None:
+    """Within 3% is noise, not a side; pairs on one side have no boundary between them."""
+    shapes = [(t,) for t in range(1, 129)]
+    assert _bisect(shapes, lambda s: 1.02 if s[0] < 64 else 0.6, [0, 127]) == []
+    assert _bisect(shapes, lambda s: 0.9 if s[0] < 64 else 0.6, [0, 127]) == []
+
+
+def test_a_pair_between_speaks_for_the_stretch_beside_it() -> None:
+    """Pairs at T = 1, 8 (slower) and 128 (faster): only 8..128 is bisected, never 1..128."""
+    shapes = [(t,) for t in range(1, 129)]
+    asked = _bisect(shapes, lambda s: 1.6 if s[0] < 20 else 0.6, [0, 7, 127])
+    assert all(shapes[r][0] > 8 for r in asked)
+
+
+def test_a_grid_of_two_dynamic_extents_is_bisected_along_the_line_between_pairs() -> None:
+    """Attention context on its T x T' grid, the pairs of the budget-60 tune that ran the
+    default at T = 17..37 (8 x 8, 44 x 128, 128 x 128): data tiling is measured between
+    8 x 8 and 44 x 128 until the nearest pairs on each side are 1.5x apart, once the
+    range's smallest shape is measured too."""
+    values = [1, 2, 3, 4, 5, 6, 8, 11, 13, 17, 23, 32, 44, 64, 90, 128]
+    shapes = [(t, u) for t in values for u in values]
+    ratio = lambda s: 1.64 if math.sqrt(s[0] * s[1]) < 11 else 0.6  # noqa: E731
+    start = [shapes.index(s) for s in ((8, 8), (44, 128), (128, 128))]
+    asked = [shapes[r] for r in _bisect(shapes, ratio, start)]
+    assert asked[:2] == [(1, 1), (17, 32)] and len(asked) <= 5  # the smallest end first
+    assert all(8 < t <= 44 and 8 < u <= 128 for t, u in asked[1:])
+
+
+def test_data_tiling_is_estimated_through_its_ratio_to_the_default() -> None:
+    """Two pairs show data tiling 0.81x and 0.82x the default (attention scores, T = 29 and
+    105); estimated on its own it was 4% slower at T = 61 between them and the plan ran
+    the default there. Through the ratio it stays 0.81-0.82x the default's estimate;
+    measured rows keep their measurement; pairs beyond a nearer one on the other side of
+    the crossing do not pull it back; no pair, or a build that never ran, is left
+    alone."""
+    shapes = [(t,) for t in range(1, 129)]
+    floor = FloorBuilds(shapes, DEFAULT, TILED)
+    seconds = {(DEFAULT, 28): 40e-6, (TILED, 28): 32.4e-6, (DEFAULT, 104): 400e-6}
+    seconds[TILED, 104] = 328e-6
+    seconds[TILED, 7] = 20e-6  # data tiling alone at T = 8: no pair
+    table = np.zeros((128, 2))
+    table[:, DEFAULT] = [1e-6 * t * t / 20 for t in range(1, 129)]
+    table[:, TILED] = table[:, DEFAULT] * 1.05
+    table[7, TILED] = 20e-6
+    before = table.copy()
+    floor.estimate(table, lambda c, r: seconds.get((c, r)))
+    ratio = table[:, TILED] / table[:, DEFAULT]
+    assert 0.80 < ratio[60] < 0.83 and table[7, TILED] == 20e-6
+    assert np.array_equal(table[:, DEFAULT], before[:, DEFAULT])
+    far = {9: 1.42, 17: 1.34, 24: 1.27, 34: 0.77, 128: 0.93}  # attention scores, budget 60
+    held = {(c, t - 1): 1e-5 * (r if c == TILED else 1) for t, r in far.items() for c in (0, 1)}
+    beyond = before.copy()
+    floor.estimate(beyond, lambda c, r: held.get((c, r)))
+    faster = beyond[:, TILED] < beyond[:, DEFAULT]
+    assert faster[34:127].all() and not faster[:24].any()  # measured rows: left alone
+    alone = before.copy()
+    floor.estimate(alone, lambda c, r: 20e-6 if (c, r) == (TILED, 7) else None)
+    assert np.array_equal(alone, before)
+    never_ran = before.copy()
+    never_ran[:, TILED] = math.inf
+    floor.estimate(never_ran, lambda c, r: seconds.get((c, r)))
+    assert np.isinf(never_ran[:, TILED]).all()
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_the_search_measures_the_boundary_after_the_floor_and_before_the_kernels(
+    constant: bool,
+) -> None:
+    """With an argument weight, once data tiling's estimated region is proven, both builds
+    are measured between the pairs that disagree before any kernel's proof; with a
+    constant weight data tiling is the floor by itself and there is no boundary; a
+    spent share of the budget asks nothing either."""
+    text = constant_projection("nk") if constant else _argument_weight(constant_projection("nk"))
+    workload = workload_of(text)
+    search = ShapeGenericSearch(workload, None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    assert (search.floor is None) == constant
+    tiled, m8 = 2, 4
+    for t, ratio in ((1, 1.6), (32, 0.6)):
+        search.measured[("default", (t,))] = 1e-5
+        search.measured[("datatiled", (t,))] = 1e-5 * ratio
+    search.measured[(FAMILY[m8].key(), (32,))] = 1e-6
+    table = np.full((len(ROWS), len(FAMILY)), 1e-5)
+    table[:, tiled] = [1.6e-5 if t < 8 else 0.6e-5 for t in range(1, 33)]
+    table[:, m8] = 1e-6
+    choice = {shape: 0 for shape in ROWS}
+    wants = {(c.key(), s) for c, s in search._unproven(table, [m8], choice)}
+    if constant:
+        assert all(key == FAMILY[m8].key() for key, _ in wants)
+        return
+    assert wants == {("default", (6,)), ("datatiled", (6,))}  # sqrt(1 x 32) = 5.7
+    search.settings = SearchSettings(budget=20)  # 2 pairs of 20 measurements: a fifth
+    later = search._unproven(table, [m8], choice)
+    assert all(c.key() == FAMILY[m8].key() for c, _ in later), later
