@@ -96,8 +96,8 @@ def test_data_tiling_is_estimated_through_its_ratio_to_the_default() -> None:
     105); estimated on its own it was 4% slower at T = 61 between them and the plan ran
     the default there. Through the ratio it stays 0.81-0.82x the default's estimate;
     measured rows keep their measurement; pairs beyond a nearer one on the other side of
-    the crossing do not pull it back; no pair, or a build that never ran, is left
-    alone."""
+    the crossing do not pull it back; a tie leaves the row to the default; no pair, or
+    a build that never ran, is left alone."""
     shapes = [(t,) for t in range(1, 129)]
     floor = FloorBuilds(shapes, DEFAULT, TILED)
     seconds = {(DEFAULT, 28): 40e-6, (TILED, 28): 32.4e-6, (DEFAULT, 104): 400e-6}
@@ -118,6 +118,9 @@ def test_data_tiling_is_estimated_through_its_ratio_to_the_default() -> None:
     floor.estimate(beyond, lambda c, r: held.get((c, r)))
     faster = beyond[:, TILED] < beyond[:, DEFAULT]
     assert faster[34:127].all() and not faster[:24].any()  # measured rows: left alone
+    tie = before.copy()  # one pair, a tie: the default keeps every row
+    floor.estimate(tie, lambda c, r: {(0, 16): 5e-5, (1, 16): 4.9e-5}.get((c, r)))
+    assert (tie[:, TILED] > tie[:, DEFAULT])[np.arange(128) != 16].all()
     alone = before.copy()
     floor.estimate(alone, lambda c, r: 20e-6 if (c, r) == (TILED, 7) else None)
     assert np.array_equal(alone, before)
