@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dcmlir.search.remainders import log_distance
 from dcmlir.shapes import Shape
 
 __all__ = ["FLOOR_SHARE", "RATIO_POWER", "RESOLUTION", "SAME", "FloorBuilds"]
@@ -65,6 +66,7 @@ class FloorBuilds:
         self.shapes, self.default, self.tiled = list(shapes), default, tiled
         extents = np.asarray(shapes, dtype=float).reshape(len(self.shapes), -1)
         self.logs = np.log(np.maximum(extents, 1.0))
+        self.apart = log_distance(self.shapes)  # [row, row]: the largest |log ratio|
 
     def ratios(self, seconds: Seconds) -> dict[int, float]:
         """Each pair's row -> data tiling's time over the default's."""
@@ -129,21 +131,15 @@ class FloorBuilds:
                 return end  # the range's ends first: the brackets every crossing lies in
         faster = [row for row, ratio in ratios.items() if ratio < 1 / (1 + same)]
         slower = [row for row, ratio in ratios.items() if ratio > 1 + same]
-        brackets = sorted((self._apart(a, b), a, b) for a in faster for b in slower)
+        brackets = sorted((float(self.apart[a, b]), a, b) for a in faster for b in slower)
         for gap, a, b in brackets:
             if gap <= math.log(resolution) + 1e-9:
                 continue
-            if any(self._between(c, a, b, gap) for c in ratios if c not in (a, b)):
+            between = (self.apart[a] < gap) & (self.apart[b] < gap)  # closer to each
+            if between[list(ratios)].any():
                 continue  # a pair between them speaks for this stretch already
-            between = [r for r in range(len(self.shapes)) if self._between(r, a, b, gap)]
-            if between:
+            if between.any():
                 middle = (self.logs[a] + self.logs[b]) / 2
-                return min(between, key=lambda r: float(np.linalg.norm(self.logs[r] - middle)))
+                rows = np.flatnonzero(between)
+                return int(rows[np.argmin(np.linalg.norm(self.logs[rows] - middle, axis=1))])
         return None
-
-    def _apart(self, a: int, b: int) -> float:
-        """The largest |log ratio| of the two rows' dynamic extents."""
-        return float(np.abs(self.logs[a] - self.logs[b]).max())
-
-    def _between(self, row: int, a: int, b: int, gap: float) -> bool:
-        return self._apart(a, row) < gap and self._apart(b, row) < gap
