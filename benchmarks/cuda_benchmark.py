@@ -55,7 +55,6 @@ from bert_workloads import workloads as bert_workloads
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks-cuda.md"
 BEGIN, END = "<!-- cuda-benchmark:begin -->", "<!-- cuda-benchmark:end -->"
-REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 RTOL = 2e-3  # TF32 (10-bit mantissa products) on K up to 3072; fp32 stays far below
 FP32_RTOL = 1e-4
 VARIANTS = ("dcmlir", "iree_default", "torch_fp32", "torch_tf32")
@@ -80,7 +79,7 @@ def geomean(values: list[float]) -> float:
 def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -> dict[str, Any]:
     """Tune, compile the dispatch, build the four IREE modules (latency and repeated)."""
     import dcmlir
-    from dcmlir.build.compiler import build
+    from dcmlir.build.compiler import DISPATCH_REPEAT_FLAG, build
 
     work = Path(args.work)
     source = work / f"{name}.mlir"
@@ -103,7 +102,7 @@ def build_modules(name: str, text: str, args: argparse.Namespace, target: Any) -
     tune_seconds = time.perf_counter() - start
     (item,) = report.workloads
     compiled = dcmlir.compile(source, plan=plan_path, stream=log)
-    repeat = (f"{REPEAT_FLAG}={args.repeat}",)
+    repeat = (f"{DISPATCH_REPEAT_FLAG}={args.repeat}",)
     default_text = target.wrap_module(text)
     modules = {
         "dcmlir": compiled.vmfb,

@@ -264,3 +264,54 @@ def test_td_route_builds_checks_and_times_through_the_same_loop(tmp_path: Path) 
     with Builder(CpuTarget(), TransformLibraryRoute()) as again:
         built = again.build(workload, PICKED)
     assert again.stats.compiles == 0 and all(b.ok and b.cached for b in built)
+
+
+def test_a_dispatch_repeat_builds_repeated_modules_and_records_time_per_dispatch(
+    tmp_path: Path,
+) -> None:
+    """R repeats each dispatch R times per call (the GPU's default, CUDA_DISPATCH_REPEAT):
+    the module computes the same output, a sample is divided by R, the record says R, and
+    a measurer with another R does not take those records."""
+    from dcmlir.measure.loop import CUDA_DISPATCH_REPEAT
+    from dcmlir.testing import FakeRunner, fake_seconds
+
+    workload = workload_of(DENSE)
+    db = RecordDatabase(tmp_path / "records.jsonl", fsync=False)
+    flags: list[tuple[str, ...]] = []
+
+    class SeenBuilder(Builder):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            flags.append(self.extra_flags)
+
+    with Measurer(
+        workload, CpuTarget(), db, runner_settings=FAST, stream=io.StringIO(), dispatch_repeat=3
+    ) as real:
+        report = real.measure(PICKED[:2], [(5,)])
+    for candidate in PICKED[:2]:
+        record = report.records[(candidate.key(), (5,))]
+        assert record.ok, record.error
+        assert record.extra["max_error"] < 1e-4  # the repeated dispatch writes the same output
+        assert record.extra["dispatch_repeat"] == 3
+    with Measurer(
+        workload,
+        CpuTarget(),
+        db,
+        runner_settings=FAST,
+        runner=FakeRunner,
+        builder=SeenBuilder,
+        stream=io.StringIO(),
+        dispatch_repeat=4,
+    ) as fake:
+        found = fake.measure_pairs([(PICKED[1], (5,))])
+    assert found.measured == 1  # R = 3's record is not R = 4's
+    assert flags == [("--iree-hal-benchmark-dispatch-repeat-count=4",)]
+    record = found.records[(PICKED[1].key(), (5,))]
+    once = fake_seconds(PICKED[1].key(), ((5, 768), (768, 768)))  # as ShapeProblem holds them
+    assert record.times == pytest.approx([once / 4] * FAST.measure.rounds)
+    with Measurer(workload, CpuTarget(), db, runner=FakeRunner, builder=SeenBuilder) as plain:
+        assert plain.dispatch_repeat == 1 and plain.measure_pairs([(PICKED[1], (5,))]).measured
+    assert flags[-1] == ()  # no repeat on the CPU unless asked
+    assert Measurer(workload, CudaTarget(), db).dispatch_repeat == CUDA_DISPATCH_REPEAT
+    with pytest.raises(ValueError, match="dispatch_repeat must be at least 1"):
+        Measurer(workload, CpuTarget(), db, dispatch_repeat=0)

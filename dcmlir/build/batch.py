@@ -73,8 +73,10 @@ class Builder:
         timeout: float | None = 600.0,
         module_attributes: str = "",
         compiler: Compiler = run_compile,
+        extra_flags: Sequence[str] = (),
     ) -> None:
         self.target = target
+        self.extra_flags = tuple(extra_flags)  # after the route's own, e.g. a dispatch repeat
         self.compiler = compiler  # runs iree-compile (a seam: a test holds or fails it)
         self.route = route if route is not None else ConfigRoute()
         self._tempdir = None if workdir is not None else scratch_directory("build")
@@ -152,7 +154,7 @@ class Builder:
         result = build(
             text,
             self.target,
-            request.flags,
+            (*request.flags, *self.extra_flags),
             source_name=f"{workload.key}.mlir",
             timeout=self.time_limit(len(chunk)),
             uncached_flags=request.uncached_flags,

@@ -60,6 +60,10 @@ TARGETS: dict[str, tuple[str, ...]] = {
 }
 """The flags that select each target; ``extra_flags`` come after them."""
 
+DISPATCH_REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
+"""Repeats every dispatch of a function that many times in its command buffer: a call then
+times the device's work R times over one host round trip (for measuring only)."""
+
 Compiler = Callable[[str, Sequence[str], float | None], CompilerRun]
 """How ``iree-compile`` is run: :func:`dcmlir.ir.iree.run_compile`, or a test's stand-in."""
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from dcmlir.build.batch import Builder, BuiltVariant, Route
-from dcmlir.build.compiler import remove_stale_scratch, scratch_directory
+from dcmlir.build.compiler import DISPATCH_REPEAT_FLAG, remove_stale_scratch, scratch_directory
 from dcmlir.build.routes import ConfigRoute
 from dcmlir.ir.iree import cuda_device_available
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
@@ -34,6 +34,12 @@ from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate, packing_problem
 from dcmlir.target import CudaTarget, Target
 from dcmlir.workload import Workload
+
+CUDA_DISPATCH_REPEAT = 32
+"""On a GPU, each kernel module repeats its dispatch this many times per call and a sample is
+divided by it: the device's time per op, as the dispatched module spends it. One synchronized
+IREE call cost 160-360 us on the lent H100, against kernels of 10-90 us, and tuning on single
+calls picked kernels 1.8x apart at random (docs/benchmarks-cuda.md)."""
 
 BASELINE_MIN_GROUP = 4
 """Candidates a shape needs before IREE's default is timed beside them as a drift baseline."""
@@ -111,6 +117,7 @@ class Measurer:
         compile_only: bool = False,
         runner: Callable[[RunnerSettings], Runner] | None = None,
         builder: Callable[..., Builder] | None = None,
+        dispatch_repeat: int | None = None,
     ) -> None:
         self.workload = workload
         self.target = target
@@ -123,6 +130,11 @@ class Measurer:
         if isinstance(target, CudaTarget) and settings.driver.startswith("local-"):
             settings = dataclasses.replace(settings, driver="cuda")  # a GPU target runs on it
         self.runner_settings = settings
+        if dispatch_repeat is None:
+            dispatch_repeat = CUDA_DISPATCH_REPEAT if isinstance(target, CudaTarget) else 1
+        if dispatch_repeat < 1:
+            raise ValueError(f"dispatch_repeat must be at least 1, got {dispatch_repeat}")
+        self.dispatch_repeat = dispatch_repeat  # R: a sample is R dispatches' time / R
         self.chunk_size = chunk_size
         self.build_timeout = build_timeout
         self.stream = stream if stream is not None else sys.stderr
@@ -177,7 +189,8 @@ class Measurer:
         workload, target and route: one pass over the records instead of one per pair.
 
         Timings count only from this runner's device (``local-sync`` and ``local-task``
-        share the target; a record without one is from ``local-sync``).
+        share the target; a record without one is from ``local-sync``), and only with this
+        measurer's dispatch repeat (a record without one had none).
         """
         measures: dict[tuple[str, Shape], Record] = {}
         builds: dict[str, Record] = {}
@@ -187,6 +200,8 @@ class Measurer:
         ):
             if record.kind == "measure":
                 if record.extra.get("runner", "local-sync") != driver:
+                    continue
+                if record.extra.get("dispatch_repeat", 1) != self.dispatch_repeat:
                     continue
                 measures[(record.candidate_key, record.shape)] = record
             elif record.all_shapes:
@@ -340,6 +355,9 @@ class Measurer:
                 self._sweep_leftovers()
                 self._workdir = scratch_directory("variants")
             progress = Progress(len(missing), f"build {self.workload.kind}", self.stream)
+            repeat = {}
+            if self.dispatch_repeat > 1:
+                repeat["extra_flags"] = (f"{DISPATCH_REPEAT_FLAG}={self.dispatch_repeat}",)
             with self._make_builder(
                 self.target,
                 self.route,
@@ -347,6 +365,7 @@ class Measurer:
                 chunk_size=self.chunk_size,
                 timeout=self.build_timeout,
                 module_attributes=self.target.module_attributes(),
+                **repeat,
             ) as builder:
                 results = builder.build(
                     self.workload, missing, progress=lambda done, _total: progress.set(done)
@@ -413,6 +432,8 @@ class Measurer:
             }
             if measure is not None:
                 extra["sampling"] = "call-by-call"
+            if self.dispatch_repeat > 1:
+                extra["dispatch_repeat"] = self.dispatch_repeat
             if self.runner_settings.isolated:
                 extra["threads"] = self.runner_settings.thread_count
                 extra["interference"] = round(timing.interference, 4)
@@ -425,7 +446,8 @@ class Measurer:
                 "extra": extra,
             }
             if timing.ok:
-                record = Record.measurement(**common, times=timing.samples)
+                times = [t / self.dispatch_repeat for t in timing.samples]
+                record = Record.measurement(**common, times=times)
             else:
                 error = timing.error or "no samples"
                 record = Record.failure(**common, error=error, failure_kind=failure_of(error))
