@@ -271,8 +271,9 @@ def test_a_dispatch_repeat_builds_repeated_modules_and_records_time_per_dispatch
 ) -> None:
     """R repeats each dispatch R times per call (the GPU's default, CUDA_DISPATCH_REPEAT):
     the module computes the same output, a sample is divided by R, the record says R, and
-    a measurer with another R does not take those records."""
-    from dcmlir.measure.loop import CUDA_DISPATCH_REPEAT
+    a measurer with another R does not take those records. On a GPU each variant also warms
+    up for at least CUDA_WARMUP."""
+    from dcmlir.measure.loop import CUDA_DISPATCH_REPEAT, CUDA_WARMUP
     from dcmlir.testing import FakeRunner, fake_seconds
 
     workload = workload_of(DENSE)
@@ -312,6 +313,8 @@ def test_a_dispatch_repeat_builds_repeated_modules_and_records_time_per_dispatch
     with Measurer(workload, CpuTarget(), db, runner=FakeRunner, builder=SeenBuilder) as plain:
         assert plain.dispatch_repeat == 1 and plain.measure_pairs([(PICKED[1], (5,))]).measured
     assert flags[-1] == ()  # no repeat on the CPU unless asked
-    assert Measurer(workload, CudaTarget(), db).dispatch_repeat == CUDA_DISPATCH_REPEAT
+    on_gpu = Measurer(workload, CudaTarget(), db, runner_settings=FAST)
+    assert on_gpu.dispatch_repeat == CUDA_DISPATCH_REPEAT
+    assert on_gpu.runner_settings.measure.warmup == CUDA_WARMUP  # clocks up before sampling
     with pytest.raises(ValueError, match="dispatch_repeat must be at least 1"):
         Measurer(workload, CpuTarget(), db, dispatch_repeat=0)

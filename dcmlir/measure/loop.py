@@ -41,6 +41,12 @@ divided by it: the device's time per op, as the dispatched module spends it. One
 IREE call cost 160-360 us on the lent H100, against kernels of 10-90 us, and tuning on single
 calls picked kernels 1.8x apart at random (docs/benchmarks-cuda.md)."""
 
+CUDA_WARMUP = 0.05
+"""Seconds each variant runs on a GPU before its first sample, at least. Between the
+search's rounds the GPU idles and its clocks drop; with 5 ms of warm-up, IREE's default
+at T = 1 of `dense_ffn2` took 62, 62 and 29 us in three samples on the H100 (29-33 us
+once warm) and the search ran a kernel 1.5x slower there."""
+
 BASELINE_MIN_GROUP = 4
 """Candidates a shape needs before IREE's default is timed beside them as a drift baseline."""
 
@@ -129,6 +135,9 @@ class Measurer:
         settings = runner_settings or RunnerSettings()
         if isinstance(target, CudaTarget) and settings.driver.startswith("local-"):
             settings = dataclasses.replace(settings, driver="cuda")  # a GPU target runs on it
+        if isinstance(target, CudaTarget) and settings.measure.warmup < CUDA_WARMUP:
+            warm = dataclasses.replace(settings.measure, warmup=CUDA_WARMUP)
+            settings = dataclasses.replace(settings, measure=warm)
         self.runner_settings = settings
         if dispatch_repeat is None:
             dispatch_repeat = CUDA_DISPATCH_REPEAT if isinstance(target, CudaTarget) else 1
