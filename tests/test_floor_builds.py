@@ -159,3 +159,40 @@ def test_the_search_measures_the_boundary_after_the_floor_and_before_the_kernels
     search.settings = SearchSettings(budget=20)  # 2 pairs of 20 measurements: a fifth
     later = search._unproven(table, [m8], choice)
     assert all(c.key() == FAMILY[m8].key() for c, _ in later), later
+
+
+def test_the_floors_ends_are_timed_call_by_call_before_anything_else(tmp_path) -> None:
+    """A search with an argument weight starts with both builds at the range's smallest
+    and largest shapes, call by call (``duel_calls``), before the first measurements,
+    which would otherwise time them in samples of the minimum time among many kernels."""
+    import io
+
+    from dcmlir.cost_model import TrivialCostModel
+    from dcmlir.records import RecordDatabase
+    from dcmlir.target import CpuTarget
+    from dcmlir.testing import FakeMeasurer
+
+    workload = workload_of(_argument_weight(constant_projection("nk")))
+    calls: list[tuple[list[tuple[str, tuple[int, ...]]], int | None]] = []
+
+    class Watched(FakeMeasurer):
+        def measure_pairs(self, pairs, calls_=None, **kwargs):  # type: ignore[no-untyped-def]
+            asked = kwargs.get("calls", calls_)
+            calls.append(([(c.key(), s) for c, s in pairs], asked))
+            return super().measure_pairs(pairs, asked)
+
+    settings = SearchSettings(budget=24, max_kernels=2)
+    ShapeGenericSearch(
+        workload,
+        Watched(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False)),  # type: ignore[arg-type]
+        TrivialCostModel(workload, CpuTarget(), seed=0),
+        FAMILY,
+        settings,
+        stream=io.StringIO(),
+        shapes=ROWS,
+    ).run()
+    first, asked = calls[0]
+    ends = [ROWS[0], ROWS[-1]]
+    assert first == [(k, s) for s in ends for k in ("default", "datatiled")]
+    assert asked == settings.duel_calls
+    assert all(pair not in first for pair in calls[1][0])  # the first measurements skip them

@@ -318,3 +318,18 @@ def test_a_dispatch_repeat_builds_repeated_modules_and_records_time_per_dispatch
     assert on_gpu.runner_settings.measure.warmup == CUDA_WARMUP  # clocks up before sampling
     with pytest.raises(ValueError, match="dispatch_repeat must be at least 1"):
         Measurer(workload, CpuTarget(), db, dispatch_repeat=0)
+
+
+def test_a_shape_of_short_calls_is_recorded_as_timed_call_by_call(tmp_path: Path) -> None:
+    """Tuning's rule (``call_by_call_below``): a shape whose calls are all short is sampled
+    call by call, and its records say so."""
+    import dataclasses
+
+    short = RunnerSettings(
+        dataclasses.replace(FAST.measure, call_by_call_below=1.0, short_rounds=4)
+    )
+    db = RecordDatabase(tmp_path / "records.jsonl", fsync=False)
+    with Measurer(workload_of(DENSE), CpuTarget(), db, runner_settings=short) as measurer:
+        report = measurer.measure_pairs([(PICKED[1], (3,))])
+    record = report.records[(PICKED[1].key(), (3,))]
+    assert record.ok and record.extra["sampling"] == "call-by-call" and len(record.times) == 4

@@ -105,6 +105,42 @@ def test_warm_calls_reach_the_worker_and_are_not_counted(
         assert timing.calls == 4 * FAST.input_sets  # the warm calls are not counted
 
 
+def test_short_calls_are_sampled_call_by_call(dense_module: tuple[Workload, str]) -> None:
+    """A shape whose calls are all shorter than ``call_by_call_below`` (read off the
+    warm-up) is sampled call by call, ``short_rounds`` samples; longer ones, or a
+    threshold of 0, keep samples of the minimum time; an explicit ``measure`` wins."""
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
+    short = dataclasses.replace(FAST, call_by_call_below=1.0, short_rounds=6)
+    long = dataclasses.replace(FAST, call_by_call_below=1e-9, short_rounds=6)
+    with Runner(RunnerSettings(short)) as runner:
+        found = runner.measure_shape(variants, problem(workload, 5))
+        asked = runner.measure_shape(variants, problem(workload, 5), measure=FAST)
+    with Runner(RunnerSettings(long)) as runner:
+        kept = runner.measure_shape(variants, problem(workload, 5))
+    assert found.call_by_call and not asked.call_by_call and not kept.call_by_call
+    for timing in found.timings.values():
+        assert timing.error is None, timing.error
+        assert len(timing.samples) == 6 and timing.calls == 6 * FAST.input_sets
+    for result in (asked, kept):
+        assert all(len(t.samples) == FAST.rounds for t in result.timings.values())
+
+
+def test_for_calls_chooses_the_sampling_by_the_length_of_a_call() -> None:
+    settings = dataclasses.replace(FAST, call_by_call_below=250e-6, short_rounds=50)
+    assert settings.for_calls(1e-3) is settings
+    short = settings.for_calls(20e-6)
+    assert short.sampled_call_by_call and short.rounds == 50 and short.warm_calls == 1
+    assert FAST.for_calls(1e-9) is FAST  # 0: never
+    with pytest.raises(ValueError, match="call_by_call_below"):
+        MeasureSettings(call_by_call_below=-1.0)
+    with pytest.raises(ValueError, match="short_rounds"):
+        MeasureSettings(short_rounds=0)
+
+
 def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]) -> None:
     workload, path = dense_module
     variants = [

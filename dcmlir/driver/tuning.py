@@ -70,6 +70,11 @@ TREE_SHAPE_TOLERANCE = 0.03
 give a range of small shapes a kernel the selection found slower there (measured on an
 H100: a depth-2 tree within 1% overall ran T = 1-3 at 0.60x of IREE's default, which the
 selection had kept there)."""
+SHORT_CALL = 250e-6
+"""Seconds per call below which a shape's candidates are timed call by call while tuning
+(:attr:`~dcmlir.measure.timing.MeasureSettings.call_by_call_below`): 50 samples of one call
+per input set after an untimed one cost 400 calls, what 3 samples of the minimum time cost
+at about this length, and they put identical builds within 1-2% instead of 5-16%."""
 
 
 def tune(
@@ -183,7 +188,9 @@ def tune(
     records = roles.open_database(db)
     db = records.path if isinstance(roles.database, RecordDatabase) else db
     runner_settings = RunnerSettings(
-        MeasureSettings(min_time=min_time, rounds=rounds, warmup=min_time),
+        MeasureSettings(
+            min_time=min_time, rounds=rounds, warmup=min_time, call_by_call_below=SHORT_CALL
+        ),
         driver=device,
         timeout=timeout,
         threads=threads,

@@ -439,7 +439,7 @@ class Measurer:
                 "drift_flagged": flagged,
                 "runner": self.runner_settings.driver,
             }
-            if measure is not None:
+            if result.call_by_call:
                 extra["sampling"] = "call-by-call"
             if self.dispatch_repeat > 1:
                 extra["dispatch_repeat"] = self.dispatch_repeat

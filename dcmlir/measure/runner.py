@@ -149,6 +149,7 @@ class ShapeResult:
     baseline: str | None = None
     baseline_before: float | None = None
     baseline_after: float | None = None
+    call_by_call: bool = False  # sampled call by call: asked for, or every call was short
 
     @property
     def drift(self) -> float | None:
@@ -397,8 +398,10 @@ class Runner:
             elif variant.name in self._load_errors:
                 timings[variant.name].error = self._load_errors[variant.name]
         healthy = self._check_all(variants, timings)
-        for variant in healthy:
-            self._request(timings[variant.name], "warmup", variant, settings.warmup)
+        warm = [self._request(timings[v.name], "warmup", v, settings.warmup) for v in healthy]
+        if measure is None:  # call by call when every call is short (MeasureSettings.for_calls)
+            settings = settings.for_calls(max((w[0] for w in warm if w), default=math.inf))
+        result.call_by_call = settings.sampled_call_by_call
         by_name = {v.name: v for v in variants}
         if baseline is not None:
             result.baseline_before = self._sample(timings[baseline], by_name[baseline], settings)

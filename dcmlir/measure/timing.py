@@ -62,6 +62,13 @@ class MeasureSettings:
     # one call each, every timed call then starts on the caches its own build left, not on
     # whichever variant ran before it (docs/benchmarks.md, "Noise between identical builds")
     warm_calls: int = 0
+    # a shape whose variants all take less than this per call (seconds, read off their
+    # warm-up) is sampled call by call, ``short_rounds`` samples each: identical builds then
+    # agree within 1-2% where samples of the minimum time put them 5-16% apart, and for
+    # calls this short it costs no more (docs/benchmarks.md, "Noise between identical
+    # builds"); 0: never
+    call_by_call_below: float = 0.0
+    short_rounds: int = 50
 
     def __post_init__(self) -> None:
         if not all(math.isfinite(s) and s >= 0 for s in (self.min_time, self.warmup)):
@@ -70,6 +77,10 @@ class MeasureSettings:
             raise ValueError("rounds and input_sets must be >= 1")
         if self.warm_calls < 0:
             raise ValueError("warm_calls must be >= 0")
+        if not (math.isfinite(self.call_by_call_below) and self.call_by_call_below >= 0):
+            raise ValueError("call_by_call_below must be a finite number of seconds >= 0")
+        if self.short_rounds < 1:
+            raise ValueError("short_rounds must be >= 1")
 
     def call_by_call(self, rounds: int) -> MeasureSettings:
         """These settings sampled call by call: ``rounds`` samples of one call per input
@@ -77,6 +88,18 @@ class MeasureSettings:
         agree within 3%, where samples of the minimum time put them up to 22% apart;
         docs/benchmarks.md, "Budgets 60 and 240 with c7d5534's search")."""
         return dataclasses.replace(self, rounds=rounds, min_time=1e-9, warm_calls=1)
+
+    @property
+    def sampled_call_by_call(self) -> bool:
+        """Whether a sample is one call per input set (:meth:`call_by_call`)."""
+        return self.min_time <= 1e-9
+
+    def for_calls(self, seconds: float) -> MeasureSettings:
+        """These settings for variants whose calls take ``seconds`` at most: call by call
+        below :attr:`call_by_call_below`."""
+        if seconds >= self.call_by_call_below:
+            return self
+        return self.call_by_call(self.short_rounds)
 
 
 # --- inputs and checks ---------------------------------------------------------------------

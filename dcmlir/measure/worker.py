@@ -116,9 +116,8 @@ def serve(driver: str, threads: int | None = None) -> None:
                 check_outputs(callee.to_host(callee.invoke(args)), wanted, argument)
                 for args, wanted in zip(sets, expected, strict=True)
             )
-        if command == "warmup":
-            Timer(argument).sample(callee.invoke, sets)
-            return None
+        if command == "warmup":  # (seconds per call, calls), as a sample
+            return Timer(argument).sample(callee.invoke, sets)
         if command == "sample":
             min_time, warm_calls = argument
             return Timer(min_time, warm_calls=warm_calls).sample(callee.invoke, sets)

@@ -68,6 +68,11 @@ class FloorBuilds:
         self.logs = np.log(np.maximum(extents, 1.0))
         self.apart = log_distance(self.shapes)  # [row, row]: the largest |log ratio|
 
+    def ends(self) -> list[int]:
+        """The rows of the range's smallest and largest shapes."""
+        size = self.logs.sum(axis=1)
+        return [int(np.argmin(size)), int(np.argmax(size))]
+
     def ratios(self, seconds: Seconds) -> dict[int, float]:
         """Each pair's row -> data tiling's time over the default's."""
         return {
@@ -125,8 +130,7 @@ class FloorBuilds:
         ratios = self.ratios(seconds)
         if len(ratios) >= max_pairs:
             return None
-        size = self.logs.sum(axis=1)
-        for end in (int(np.argmin(size)), int(np.argmax(size))):
+        for end in self.ends():
             if end not in ratios:
                 return end  # the range's ends first: the brackets every crossing lies in
         faster = [row for row, ratio in ratios.items() if ratio < 1 / (1 + same)]
