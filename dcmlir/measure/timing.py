@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 Inputs = Sequence[np.ndarray]
+CALL_BY_CALL_MIN_TIME = 1e-9
+"""A sample's minimum time that makes it one call per input set (call by call)."""
 Item = TypeVar("Item")
 
 
@@ -87,12 +89,14 @@ class MeasureSettings:
         set, each right after an untimed call of the same build (identical builds then
         agree within 3%, where samples of the minimum time put them up to 22% apart;
         docs/benchmarks.md, "Budgets 60 and 240 with c7d5534's search")."""
-        return dataclasses.replace(self, rounds=rounds, min_time=1e-9, warm_calls=1)
+        return dataclasses.replace(
+            self, rounds=rounds, min_time=CALL_BY_CALL_MIN_TIME, warm_calls=1
+        )
 
     @property
     def sampled_call_by_call(self) -> bool:
         """Whether a sample is one call per input set (:meth:`call_by_call`)."""
-        return self.min_time <= 1e-9
+        return self.min_time <= CALL_BY_CALL_MIN_TIME
 
     def for_calls(self, seconds: float) -> MeasureSettings:
         """These settings for variants whose calls take ``seconds`` at most: call by call

@@ -379,9 +379,14 @@ class ShapeGenericSearch:
         wanted = self._wants(self.floor.region(estimate))
         most = int(FLOOR_SHARE * self.settings.budget / 2)
         row = None if wanted else self.floor.boundary_row(self._seconds, max_pairs=most)
-        builds = (self.floor.default, self.floor.tiled)
-        wanted += [] if row is None else [(self.candidates[c], self.shapes[row]) for c in builds]
+        wanted += [] if row is None else self._floor_pairs([row])
         return [p for p in wanted if (p[0].key(), p[1]) not in self.measured]
+
+    def _floor_pairs(self, rows: Sequence[int]) -> list[tuple[Candidate, Shape]]:
+        """IREE's default and its data tiling at each of ``rows``."""
+        assert self.floor is not None
+        builds = (self.floor.default, self.floor.tiled)
+        return [(self.candidates[c], self.shapes[row]) for row in rows for c in builds]
 
     def _wants(self, regions: dict[int, list[int]]) -> list[tuple[Candidate, Shape]]:
         """The unmeasured pairs that would prove each kernel of ``regions`` on its rows:
@@ -421,12 +426,9 @@ class ShapeGenericSearch:
             f"budget {settings.budget} measurements",
             file=self.stream,
         )
-        if self.floor is not None:  # its ends call by call first, as all its pairs: one sample
-            # of 0.03 s among 30 kernels put data tiling 9% behind the default at 128 x 128,
-            # where the bench had it 1.27x ahead, and the plan ran the default at every T
-            ends = [self.shapes[row] for row in self.floor.ends()]
-            builds = [self.candidates[c] for c in (self.floor.default, self.floor.tiled)]
-            self._measure([(c, s) for s in ends for c in builds], settings.duel_calls)
+        if self.floor is not None:  # its ends call by call first, as all its pairs (one 0.03 s
+            # sample put data tiling 9% behind at 128 x 128, 1.27x ahead in the bench)
+            self._measure(self._floor_pairs(self.floor.ends()), settings.duel_calls)
         self._measure(first)
         rounds = 0
         history: list[dict[str, float]] = []
