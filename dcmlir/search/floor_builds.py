@@ -23,6 +23,10 @@ two runs, so the search must know where they trade places, and it learns it from
   (:meth:`FloorBuilds.boundary_row`). The search times these pairs call by call, as a
   family duel (one pair timed as the kernels are said data tiling 0.80x the default
   at 9 x 9; the bench, 1.17x).
+
+A pair's ratio comes from its steady calls (:func:`steady`), and a pair its neighbours
+outvote is left out (:meth:`FloorBuilds.trusted`): with either, one noisy pair ran data
+tiling 1.2-1.7x slower than the default on a stretch of T.
 """
 
 from __future__ import annotations
@@ -32,10 +36,21 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dcmlir.records import Record
 from dcmlir.search.remainders import log_distance
 from dcmlir.shapes import Shape
 
-__all__ = ["FLOOR_SHARE", "RATIO_POWER", "RESOLUTION", "SAME", "FloorBuilds"]
+__all__ = [
+    "FLOOR_SHARE",
+    "NEIGHBOURHOOD",
+    "OUTVOTED",
+    "RATIO_POWER",
+    "RESOLUTION",
+    "SAME",
+    "STEADY_QUANTILE",
+    "FloorBuilds",
+    "steady",
+]
 
 RESOLUTION = 1.5
 """Two disagreeing pairs this close (every dynamic extent within this factor) are not
@@ -55,8 +70,34 @@ T = 9, 17 and 24 of attention scores (data tiling 1.27-1.42x slower) pulled the 
 1.0 at T = 61..101, beyond pairs at 34 and 128 (0.77x, 0.93x), where data tiling was
 1.3-1.5x faster, and the plan ran the default there."""
 
+OUTVOTED = 3
+"""A pair is left out, as noise, where at least this many other pairs near it
+(:data:`NEIGHBOURHOOD`) take the other side and none takes its own (attention scores,
+budget 240: a pair at 18 x 18 said data tiling 0.83x the default among four within 2x
+that said 1.09-1.45x; the bench had 0.96-1.08x at T = 17 and 19, and the plan ran data
+tiling at T = 19, 1.18x slower than the default)."""
+
+NEIGHBOURHOOD = 2.0
+"""Pairs whose every dynamic extent is within this factor of another's are its neighbours
+when it is outvoted (:data:`OUTVOTED`)."""
+
+STEADY_QUANTILE = 25
+"""The percentile of a call-by-call record's samples that a pair's ratio is taken from.
+Preemption and clock changes only slow a call down, and in runs of them a median moves:
+IREE's default at 15 x 15 of attention scores sampled 11.6 us at best and 16.5 us at the
+median (its drift check flagged it), the pair said data tiling 0.92x the default, the
+bench had 1.27x, and the plan ran data tiling at T = 8..15, up to 1.7x slower."""
+
 Seconds = Callable[[int, int], float | None]
 """``seconds(column, row)``: a finite measurement, when there is one."""
+
+
+def steady(record: Record) -> float:
+    """A record's time for a pair: :data:`STEADY_QUANTILE` of its samples when it was
+    timed call by call (the floor's pairs are), else its median."""
+    if record.extra.get("sampling") != "call-by-call" or not record.times:
+        return record.median
+    return float(np.percentile(record.times, STEADY_QUANTILE))
 
 
 class FloorBuilds:
@@ -82,6 +123,26 @@ class FloorBuilds:
             and (default := seconds(self.default, row)) is not None
         }
 
+    def trusted(self, ratios: dict[int, float], same: float = SAME) -> dict[int, float]:
+        """``ratios`` less the outvoted pairs (:data:`OUTVOTED`): one sample of a close
+        call is noise more often than a pocket of the other build's."""
+
+        def side(ratio: float) -> int:
+            return -1 if ratio < 1 / (1 + same) else (1 if ratio > 1 + same else 0)
+
+        kept = {}
+        for row, ratio in ratios.items():
+            near = [
+                side(other)
+                for r, other in ratios.items()
+                if r != row and self.apart[row, r] <= math.log(NEIGHBOURHOOD) + 1e-9
+            ]
+            mine = side(ratio)
+            if mine and mine not in near and near.count(-mine) >= OUTVOTED:
+                continue
+            kept[row] = ratio
+        return kept
+
     def region(self, estimate: np.ndarray) -> dict[int, list[int]]:
         """Data tiling's rows where it is estimated faster than the default."""
         rows = np.flatnonzero(estimate[:, self.tiled] < estimate[:, self.default])
@@ -93,9 +154,12 @@ class FloorBuilds:
         inverse distance in log extents to the power :data:`RATIO_POWER`; within
         :data:`SAME` of a tie, the default keeps the row (a pair at T = 17 of 16-head
         attention scores said 0.98, the bench 1.08, and the plan ran data tiling at
-        T = 14..16, 1.3x slower than the default). Left alone without a pair, or where
-        data tiling never ran."""
-        ratios = self.ratios(seconds)
+        T = 14..16, 1.3x slower than the default). At a pair, the ratio is its own (``seconds``
+        gives the search's :func:`steady` times), and an outvoted pair (:meth:`trusted`)
+        counts as not measured. Left alone without a pair, or where data tiling never
+        ran."""
+        every = self.ratios(seconds)
+        ratios = self.trusted(every)
         if not ratios or not np.isfinite(estimate[:, self.tiled]).any():
             return
         pairs = sorted(ratios)
@@ -104,7 +168,11 @@ class FloorBuilds:
         logs = np.log([ratios[row] for row in pairs])
         ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1))
         ratio = np.where(ratio > 1 / (1 + SAME), np.maximum(ratio, 1 + SAME), ratio)
-        rows = [row for row in range(len(self.shapes)) if seconds(self.tiled, row) is None]
+        rows = [
+            row
+            for row in range(len(self.shapes))
+            if seconds(self.tiled, row) is None or row in every
+        ]
         estimate[rows, self.tiled] = estimate[rows, self.default] * ratio[rows]
 
     def boundary_row(
@@ -133,6 +201,7 @@ class FloorBuilds:
         for end in self.ends():
             if end not in ratios:
                 return end  # the range's ends first: the brackets every crossing lies in
+        ratios = self.trusted(ratios, same)  # an outvoted pair brackets no crossing
         faster = [row for row, ratio in ratios.items() if ratio < 1 / (1 + same)]
         slower = [row for row, ratio in ratios.items() if ratio > 1 + same]
         brackets = sorted((float(self.apart[a, b]), a, b) for a in faster for b in slower)

@@ -26,6 +26,7 @@ __all__ = [
     "REACH",
     "UNSEEN_REMAINDER",
     "RemainderClasses",
+    "axis_distance",
     "cover_matrix",
     "greedy_cover",
     "log_distance",
@@ -36,15 +37,19 @@ UNSEEN_REMAINDER = 2.0
 was never measured in, when no sibling shows what that class costs."""
 
 REACH = 4.0
-"""How far one measurement speaks for a kernel: to the shapes whose every dynamic extent
-is within this factor of the measured one's, to the power of the number of dynamic
-loops that vary on their own (tied loops, attention's T x T in a model, count once).
-Without a reach, a kernel measured only at T = 1 (a remainder on every loop, so
-its class covers all others) kept T = 17..127 of attention scores at 0.59 of the oracle
-(quality replay, budget 110). With 4 on each of two free loops (attention context tuned
-on its 256-shape T x T' grid), proofs took the whole budget of 240 before IREE's default
-was measured beside them, and 28 of 40 T ran the default, up to 2.5x slower than data
-tiling (benchmarks/never_slower.py)."""
+"""How far one measurement speaks for a kernel: to the shapes whose dynamic extents'
+ratios to the measured one's multiply to within this factor to the power of the number
+of dynamic loops that vary on their own (tied loops, attention's T x T in a model,
+count once): on one loop, within 4x; on a T x T' grid, a product of the two ratios
+within 16 (:func:`axis_distance`). Without a reach, a kernel measured only at T = 1 (a
+remainder on every loop, so its class covers all others) kept T = 17..127 of attention
+scores at 0.59 of the oracle (quality replay, budget 110). With 4 on each of two free
+loops (a square: attention context tuned on its 256-shape T x T' grid), proofs took the
+whole budget of 240 before IREE's default was measured beside them, and 28 of 40 T ran
+the default, up to 2.5x slower than data tiling. With 16 on each (the square that
+replaced it), one measurement at 16 x 16 spoke for T = 1..128 of the diagonal, and
+kernels measured there ran at T = 5..7 and 11..14, 1.2-1.4x slower than the default
+(benchmarks/never_slower.py)."""
 
 Points = list[tuple[int, float]]
 """(shape row, log ratio measured/predicted) of one candidate's measurements."""
@@ -68,7 +73,7 @@ class RemainderClasses:
         self.masks = np.array(
             [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
         ).reshape(len(shapes), len(candidates))
-        self.distance = log_distance(self.shapes)
+        self.distance = axis_distance(self.shapes)
         self.near = self.distance <= math.log(reach) * _free_loops(self.shapes) + 1e-9
         self._covers: dict[int, np.ndarray] = {}  # column -> cover matrix (masks are fixed)
 
@@ -223,13 +228,27 @@ def log_distance(shapes: Sequence[Shape]) -> np.ndarray:
     return np.abs(logs[:, None, :] - logs[None, :, :]).max(axis=2)
 
 
-def _free_loops(shapes: Sequence[Shape]) -> int:
-    """How many dynamic loops vary on their own: 1, plus each loop whose values are not
-    the first loop's at every shape."""
+def axis_distance(shapes: Sequence[Shape]) -> np.ndarray:
+    """[row, row]: the sum over the free axes (:func:`_axes`) of |log ratio| of one
+    shape's extent to the other's: a tied pair of loops counts once."""
+    extents = np.maximum(np.asarray(shapes, dtype=float).reshape(len(shapes), -1), 1.0)
+    logs = np.log(extents[:, _axes(shapes)])
+    return np.abs(logs[:, None, :] - logs[None, :, :]).sum(axis=2)
+
+
+def _axes(shapes: Sequence[Shape]) -> list[int]:
+    """One dynamic loop of each group whose values are equal at every shape."""
     values = np.asarray(shapes).reshape(len(shapes), -1)
-    return 1 + sum(
-        not np.array_equal(values[:, i], values[:, 0]) for i in range(1, values.shape[1])
-    )
+    found: list[int] = []
+    for i in range(values.shape[1]):
+        if not any(np.array_equal(values[:, i], values[:, j]) for j in found):
+            found.append(i)
+    return found
+
+
+def _free_loops(shapes: Sequence[Shape]) -> int:
+    """How many dynamic loops vary on their own (:func:`_axes`)."""
+    return len(_axes(shapes))
 
 
 def _dynamic_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:

@@ -48,7 +48,7 @@ from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
-from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds
+from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, steady
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
@@ -245,7 +245,7 @@ class ShapeGenericSearch:
                 continue  # a tile-grid kernel: the mean of its tile count, not one sample
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
-            self.floor.estimate(estimate, self._seconds)
+            self.floor.estimate(estimate, self._floor_seconds)
         for (key, _), record in self.records.items():
             if key in column_of and wrong_results(record):
                 estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -359,6 +359,10 @@ class ShapeGenericSearch:
         found = self.measured.get((self.keys[column], self.shapes[row]))
         return found if found is not None and math.isfinite(found) else None
 
+    def _floor_seconds(self, column: int, row: int) -> float | None:
+        record = self.records.get((self.keys[column], self.shapes[row]))
+        return steady(record) if record is not None and record.ok else self._seconds(column, row)
+
     def _unproven(
         self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int]
     ) -> list[tuple[Candidate, Shape]]:
@@ -378,7 +382,7 @@ class ShapeGenericSearch:
             return []
         wanted = self._wants(self.floor.region(estimate))
         most = int(FLOOR_SHARE * self.settings.budget / 2)
-        row = None if wanted else self.floor.boundary_row(self._seconds, max_pairs=most)
+        row = None if wanted else self.floor.boundary_row(self._floor_seconds, max_pairs=most)
         wanted += [] if row is None else self._floor_pairs([row])
         return [p for p in wanted if (p[0].key(), p[1]) not in self.measured]
 
@@ -439,16 +443,10 @@ class ShapeGenericSearch:
             if settings.budget - self.used <= self.settings.reserve:  # prove, discover no more
                 estimate[:, self._never_measured()] = math.inf
             kernels, choice = self.select(estimate)
+            chosen = [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
             history.append(
-                {
-                    "round": rounds,
-                    "measurements": self.used,
-                    "kernels": len(kernels),
-                    "estimated_geomean_us": finite_geomean(
-                        [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
-                    )
-                    * 1e6,
-                }
+                {"round": rounds, "measurements": self.used, "kernels": len(kernels)}
+                | {"estimated_geomean_us": finite_geomean(chosen) * 1e6}
             )
             remaining = settings.budget - self.used
             if remaining <= 0:
