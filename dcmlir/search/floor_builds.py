@@ -49,6 +49,7 @@ __all__ = [
     "SAME",
     "STEADY_QUANTILE",
     "FloorBuilds",
+    "side",
     "steady",
 ]
 
@@ -92,6 +93,12 @@ Seconds = Callable[[int, int], float | None]
 """``seconds(column, row)``: a finite measurement, when there is one."""
 
 
+def side(ratio: float, same: float = SAME) -> int:
+    """Which build a pair's ratio (data tiling's time over the default's) favours: -1 data
+    tiling, 1 the default, 0 a tie within ``same``."""
+    return -1 if ratio < 1 / (1 + same) else (1 if ratio > 1 + same else 0)
+
+
 def steady(record: Record) -> float:
     """A record's time for a pair: :data:`STEADY_QUANTILE` of its samples when it was
     timed call by call (the floor's pairs are), else its median."""
@@ -126,18 +133,14 @@ class FloorBuilds:
     def trusted(self, ratios: dict[int, float], same: float = SAME) -> dict[int, float]:
         """``ratios`` less the outvoted pairs (:data:`OUTVOTED`): one sample of a close
         call is noise more often than a pocket of the other build's."""
-
-        def side(ratio: float) -> int:
-            return -1 if ratio < 1 / (1 + same) else (1 if ratio > 1 + same else 0)
-
         kept = {}
         for row, ratio in ratios.items():
             near = [
-                side(other)
+                side(other, same)
                 for r, other in ratios.items()
                 if r != row and self.apart[row, r] <= math.log(NEIGHBOURHOOD) + 1e-9
             ]
-            mine = side(ratio)
+            mine = side(ratio, same)
             if mine and mine not in near and near.count(-mine) >= OUTVOTED:
                 continue
             kept[row] = ratio
@@ -202,8 +205,8 @@ class FloorBuilds:
             if end not in ratios:
                 return end  # the range's ends first: the brackets every crossing lies in
         ratios = self.trusted(ratios, same)  # an outvoted pair brackets no crossing
-        faster = [row for row, ratio in ratios.items() if ratio < 1 / (1 + same)]
-        slower = [row for row, ratio in ratios.items() if ratio > 1 + same]
+        faster = [row for row, ratio in ratios.items() if side(ratio, same) < 0]
+        slower = [row for row, ratio in ratios.items() if side(ratio, same) > 0]
         brackets = sorted((float(self.apart[a, b]), a, b) for a in faster for b in slower)
         for gap, a, b in brackets:
             if gap <= math.log(resolution) + 1e-9:

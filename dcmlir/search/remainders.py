@@ -74,7 +74,8 @@ class RemainderClasses:
             [[_mask(tiles, shape) for tiles in self.tiles] for shape in shapes], dtype=np.int64
         ).reshape(len(shapes), len(candidates))
         self.distance = axis_distance(self.shapes)
-        self.near = self.distance <= math.log(reach) * _free_loops(self.shapes) + 1e-9
+        free_loops = len(_axes(self.shapes))  # tied loops count once
+        self.near = self.distance <= math.log(reach) * free_loops + 1e-9
         self._covers: dict[int, np.ndarray] = {}  # column -> cover matrix (masks are fixed)
 
     def with_default(self, default_tile: int) -> np.ndarray:
@@ -244,11 +245,6 @@ def _axes(shapes: Sequence[Shape]) -> list[int]:
         if not any(np.array_equal(values[:, i], values[:, j]) for j in found):
             found.append(i)
     return found
-
-
-def _free_loops(shapes: Sequence[Shape]) -> int:
-    """How many dynamic loops vary on their own (:func:`_axes`)."""
-    return len(_axes(shapes))
 
 
 def _dynamic_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...]:
