@@ -139,9 +139,11 @@ def packed_space(target: CpuTarget) -> list[PackedCandidate]:
     return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
 
 
-MMT4D_M0 = (1, 2, 4, 8)
-"""Rows of an explicit mmt4d tile; the tile's accumulators must leave half the vector
-registers free (:func:`mmt4d_space`)."""
+MMT4D_M0 = (1, 2, 4, 8, 12, 14)
+"""Rows of an explicit mmt4d tile, where the target's registers hold its accumulators,
+its weight vectors and the broadcast (:func:`mmt4d_space`). 12 and 14 fill what 8 leaves:
+at T = 9..14 one 12- or 14-row tile runs where 8 runs two and data tiling's 16-row tile
+pads; measured at 0.55-0.82 of data tiling's time there (docs/design.md section 12)."""
 
 
 @dataclass(frozen=True)
@@ -161,19 +163,22 @@ class Mmt4dCandidate(_PackedTile):
         found = []
         if self.n0 % target.lanes:
             found.append(f"n0={self.n0} is not a multiple of the target's {target.lanes} lanes")
-        accumulators = self.m0 * ceil_div(self.n0, target.lanes)
-        if accumulators > target.vector_registers // 2:
+        weight_vectors = ceil_div(self.n0, target.lanes)
+        accumulators = self.m0 * weight_vectors
+        needed = accumulators + weight_vectors + 1  # + one step's weight, + the broadcast
+        if needed > target.vector_registers:
             found.append(
-                f"{accumulators} accumulator registers: more than half the target's "
-                f"{target.vector_registers}"
+                f"{accumulators} accumulator registers: with {weight_vectors} weight vectors "
+                f"and the broadcast, more than the target's {target.vector_registers}"
             )
         return found
 
 
 def mmt4d_space(target: CpuTarget) -> list[Mmt4dCandidate]:
     """One explicit kernel per M0 of :data:`MMT4D_M0` with ``N0`` twice the f32 lanes, where
-    its accumulators fit in half the vector registers (AVX-512: up to 8 x 32; AVX2: 4 x 16).
-    Measured: 16 x 32 (all 32 registers) gives wrong results in IREE 3.13."""
+    a step's registers fit (AVX-512: up to 14 x 32; AVX2: 4 x 16). 16 x 32 needs all 32
+    registers for its accumulators: IREE 3.13 gave it wrong results once, and with
+    dcmlir's configuration it ran 1.0-1.26x data tiling's time."""
     n0 = 2 * target.lanes
     found = [Mmt4dCandidate(m0, n0) for m0 in MMT4D_M0]
     return [c for c in found if not c.problems(target)]
