@@ -319,6 +319,28 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
     assert 31 in beaten[m8] and 16 not in beaten[m8]  # T = 32's class only (T = 24, 32)
 
 
+def test_the_pairs_of_one_tile_count_are_pooled_as_evidence() -> None:
+    """Every shape of a tile count costs a tile-grid kernel the same, so its pairs beside
+    data tiling there repeat one comparison: each side is the median of its measurements
+    of that count. One pair alone ruled the explicit family out of `dense_out` at T = 16
+    (8-row tiles 1.10x data tiling's there, 0.91x at T = 15: two tiles against one)."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    text = constant_projection("nk")
+    search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    m8, tiled = 4, 2
+    for t, mine, theirs in ((15, 9.1, 10.0), (16, 11.0, 10.0)):
+        search.measured[(FAMILY[m8].key(), (t,))] = mine * 1e-6
+        search.measured[(FAMILY[tiled].key(), (t,))] = theirs * 1e-6
+    regions = {m8: [14, 15]}  # T = 15, 16
+    _, beaten = search._against_iree_builds(regions)
+    assert m8 not in beaten  # 10.05 us against 10.0: a tie
+    assert search._seconds(m8, 15) == pytest.approx(10.05e-6)
+    search.measured[(FAMILY[m8].key(), (15,))] = 11.0e-6  # both pairs show the loss
+    _, beaten = search._against_iree_builds(regions)
+    assert beaten[m8] == [14, 15]
+
+
 def test_the_floor_is_proven_before_the_kernels() -> None:
     """With an argument weight, where data tiling is estimated faster than IREE's default,
     the search first measures what shows it beside the default (its own measurements near

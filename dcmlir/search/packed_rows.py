@@ -12,11 +12,12 @@ throughput with the work and cannot see the flat steps (docs/design.md section 1
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from dcmlir.cost_model.row_tiles import tile_grid_estimate, two_points
+from dcmlir.cost_model.row_tiles import tile_grid_estimate, tiles, two_points
 from dcmlir.shapes import Shape
 from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.workload import Workload
@@ -47,6 +48,24 @@ class PackedRows:
         if isinstance(candidate, DataTiledCandidate) and self.packs_weight:
             return max(PACKED_M0)
         return None
+
+    def pooled(
+        self, candidate: Candidate, shape: Shape, measured: Mapping[tuple[str, Shape], float]
+    ) -> float:
+        """``candidate``'s measured time at ``shape`` as evidence: on the tile grid, the
+        median of its measurements of that tile count (what its estimate is too). Every
+        shape of a count costs the same, so they are repeats of one comparison; one of them
+        alone ruled the explicit family out of `dense_out` (8-row tiles 1.10x data tiling's
+        at T = 16, 0.91x at T = 15: two tiles against one at both)."""
+        key, tile = candidate.key(), self.tile(candidate)
+        if tile is None:
+            return measured[(key, shape)]
+        count = tiles(shape[0], tile)
+        return statistics.median(
+            seconds
+            for (other, at), seconds in measured.items()
+            if other == key and math.isfinite(seconds) and tiles(at[0], tile) == count
+        )
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
         """Where to measure it first: one tile and the most tiles in range (a bounded

@@ -357,7 +357,9 @@ class ShapeGenericSearch:
 
     def _seconds(self, column: int, row: int) -> float | None:
         found = self.measured.get((self.keys[column], self.shapes[row]))
-        return found if found is not None and math.isfinite(found) else None
+        if found is None or not math.isfinite(found):
+            return None
+        return self.rows.pooled(self.candidates[column], self.shapes[row], self.measured)
 
     def _floor_seconds(self, column: int, row: int) -> float | None:
         record = self.records.get((self.keys[column], self.shapes[row]))
