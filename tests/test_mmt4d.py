@@ -319,11 +319,15 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
     assert 31 in beaten[m8] and 16 not in beaten[m8]  # T = 32's class only (T = 24, 32)
 
 
-def test_the_pairs_of_one_tile_count_are_pooled_as_evidence() -> None:
-    """Every shape of a tile count costs a tile-grid kernel the same, so its pairs beside
-    data tiling there repeat one comparison: each side is the median of its measurements
-    of that count. One pair alone ruled the explicit family out of `dense_out` at T = 16
-    (8-row tiles 1.10x data tiling's there, 0.91x at T = 15: two tiles against one)."""
+def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
+    """Every shape of a regime (the kernel's and data tiling's row-tile counts) costs each
+    the same, so its side-by-side pairs repeat one comparison: they are pooled (geomean
+    ratio), and the kernel's estimate there is data tiling's times that ratio. One pair
+    alone ruled the explicit family out of `dense_out` at T = 16 (8-row tiles 1.10x data
+    tiling's there, 0.91x at T = 15: two tiles against one at both); data tiling's median
+    over its one-tile shapes against m8's one sample put it 1.12x slower where it was
+    timed 0.90x."""
+    from dcmlir.search.packed_rows import PackedRows
     from dcmlir.search.shape_generic import ShapeGenericSearch
 
     text = constant_projection("nk")
@@ -334,11 +338,28 @@ def test_the_pairs_of_one_tile_count_are_pooled_as_evidence() -> None:
         search.measured[(FAMILY[tiled].key(), (t,))] = theirs * 1e-6
     regions = {m8: [14, 15]}  # T = 15, 16
     _, beaten = search._against_iree_builds(regions)
-    assert m8 not in beaten  # 10.05 us against 10.0: a tie
-    assert search._seconds(m8, 15) == pytest.approx(10.05e-6)
+    assert m8 not in beaten  # 9.1 and 11.0 against 10.0: a tie
     search.measured[(FAMILY[m8].key(), (15,))] = 11.0e-6  # both pairs show the loss
     _, beaten = search._against_iree_builds(regions)
     assert beaten[m8] == [14, 15]
+
+    rows = PackedRows(workload_of(text), FAMILY)
+    measured = {
+        ("datatiled", (1,)): 8.0e-6,  # its one-tile median: 10.0 (8, 10, 10, 12, 20)
+        ("datatiled", (3,)): 12.0e-6,
+        ("datatiled", (9,)): 20.0e-6,  # a slow moment of the machine
+        ("mmt4d:m8n32k1", (9,)): 18.0e-6,  # beside it: 0.9x
+        ("datatiled", (15,)): 10.0e-6,
+        ("datatiled", (16,)): 10.0e-6,
+        ("mmt4d:m8n32k1", (1,)): 5.0e-6,
+        ("mmt4d:m8n32k1", (32,)): 20.0e-6,
+        ("datatiled", (32,)): 21.0e-6,
+    }
+    estimate = np.ones((len(ROWS), len(FAMILY)))
+    rows.estimate(estimate, ROWS, [c.key() for c in FAMILY], measured)
+    assert estimate[8, tiled] == pytest.approx(10.0e-6)
+    assert estimate[8:16, m8] == pytest.approx(9.0e-6)  # T = 9..16: 0.9 x 10, not 18
+    assert estimate[31, m8] == pytest.approx(estimate[31, tiled] * 20 / 21)  # its own regime
 
 
 def test_the_floor_is_proven_before_the_kernels() -> None:

@@ -16,7 +16,9 @@ The kernel ran up to 5.7x slower than the default (benchmarks/never_slower.py, b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -26,6 +28,10 @@ __all__ = ["against_builds", "baseline_wants", "beaten_rows", "unpaired_rows"]
 
 Regions = Mapping[int, Sequence[int]]
 """Each chosen kernel's column -> the shape rows it is chosen for."""
+
+RegimeOf = Callable[[int, int, int], Hashable | None]
+"""(kernel column, build column, row) -> the regime of that pair, None for none: the pairs
+of one regime repeat one comparison (:meth:`dcmlir.search.packed_rows.PackedRows.regime`)."""
 
 
 def unpaired_rows(
@@ -85,32 +91,49 @@ def beaten_rows(
     seconds: Callable[[int, int], float | None],
     default: int,
     margin: float,
+    regime: RegimeOf | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them
     (``distance[pair row, row]``; a pair at the row itself decides) show it slower than
-    the default by more than ``margin``."""
+    the default by more than ``margin``. Pairs of one ``regime`` (kernel column, build
+    column, row -> a key, or None) are one comparison: each shows their geomean ratio."""
     found: dict[int, list[int]] = {}
+    line = math.log1p(margin)
     for column, region in regions.items():
         pairs = [
-            (row, kernel, baseline)
+            (row, math.log(kernel / baseline))
             for row in range(joint.shape[0])
             if (kernel := seconds(column, row)) is not None
             and (baseline := seconds(default, row)) is not None
         ]
         if not pairs:
             continue
+        if regime is not None:
+            pairs = _pooled(pairs, partial(regime, column, default))
         cover = cover_matrix(joint[:, column], near)
         beaten = []
         for row in region:
-            covering = [(distance[r, row], k, b) for r, k, b in pairs if cover[r, row]]
+            covering = [(distance[r, row], value) for r, value in pairs if cover[r, row]]
             if not covering:
                 continue
-            closest = min(d for d, _, _ in covering)
-            if all(k > b * (1 + margin) for d, k, b in covering if d == closest):
+            closest = min(d for d, _ in covering)
+            if all(value > line for d, value in covering if d == closest):
                 beaten.append(row)
         if beaten:
             found[column] = beaten
     return found
+
+
+def _pooled(
+    pairs: list[tuple[int, float]], key: Callable[[int], Hashable | None]
+) -> list[tuple[int, float]]:
+    """(row, log ratio) pairs, each the mean of its regime's where it has one."""
+    groups: dict[Hashable, list[float]] = {}
+    for row, value in pairs:
+        if (found := key(row)) is not None:
+            groups.setdefault(found, []).append(value)
+    means = {k: sum(v) / len(v) for k, v in groups.items()}
+    return [(row, means.get(key(row), value)) for row, value in pairs]
 
 
 def against_builds(
@@ -121,6 +144,7 @@ def against_builds(
     measured_rows: Callable[[int], set[int]],
     seconds: Callable[[int, int], float | None],
     margin: float,
+    regime: RegimeOf | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
@@ -142,7 +166,7 @@ def against_builds(
             own = {column: region}
             found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
             unpaired[column] &= set(found)
-            lost = beaten_rows(joint, near, distance, own, seconds, build, margin)
+            lost = beaten_rows(joint, near, distance, own, seconds, build, margin, regime)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},

@@ -12,8 +12,7 @@ throughput with the work and cannot see the flat steps (docs/design.md section 1
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +21,10 @@ from dcmlir.shapes import Shape
 from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
-__all__ = ["PackedRows"]
+__all__ = ["PackedRows", "Regime"]
+
+Regime = tuple[int, int]
+"""The row-tile counts of a kernel and an IREE build at a shape."""
 
 
 class PackedRows:
@@ -49,23 +51,35 @@ class PackedRows:
             return max(PACKED_M0)
         return None
 
-    def pooled(
-        self, candidate: Candidate, shape: Shape, measured: Mapping[tuple[str, Shape], float]
-    ) -> float:
-        """``candidate``'s measured time at ``shape`` as evidence: on the tile grid, the
-        median of its measurements of that tile count (what its estimate is too). Every
-        shape of a count costs the same, so they are repeats of one comparison; one of them
-        alone ruled the explicit family out of `dense_out` (8-row tiles 1.10x data tiling's
-        at T = 16, 0.91x at T = 15: two tiles against one at both)."""
-        key, tile = candidate.key(), self.tile(candidate)
-        if tile is None:
-            return measured[(key, shape)]
-        count = tiles(shape[0], tile)
-        return statistics.median(
-            seconds
-            for (other, at), seconds in measured.items()
-            if other == key and math.isfinite(seconds) and tiles(at[0], tile) == count
-        )
+    def regime(self, candidate: Candidate, build: Candidate, shape: Shape) -> Regime | None:
+        """The tile counts of a kernel and a build at ``shape``, where both step on the tile
+        grid: every shape of a regime costs each of them the same, so the pairs timed side
+        by side in it are repeats of one comparison (None: no such grid)."""
+        mine, theirs = self.tile(candidate), self.tile(build)
+        if mine is None or theirs is None:
+            return None
+        return tiles(shape[0], mine), tiles(shape[0], theirs)
+
+    def regimes(self, shapes: Sequence[Shape]) -> Callable[[int, int, int], Regime | None]:
+        """(kernel column, build column, row) -> :meth:`regime`."""
+        candidates = self.candidates
+        return lambda c, b, row: self.regime(candidates[c], candidates[b], shapes[row])
+
+    def paired(
+        self, candidate: Candidate, build: Candidate, measured: Mapping[tuple[str, Shape], float]
+    ) -> dict[Regime, float]:
+        """Per regime, the kernel's time over the build's: the geomean over the shapes
+        where both were measured (side by side, in one call of the measurer)."""
+        mine, theirs = candidate.key(), build.key()
+        logs: dict[Regime, list[float]] = {}
+        for (key, shape), seconds in measured.items():
+            other = measured.get((theirs, shape))
+            if key != mine or other is None or not all(0 < v < math.inf for v in (seconds, other)):
+                continue
+            regime = self.regime(candidate, build, shape)
+            if regime is not None:
+                logs.setdefault(regime, []).append(math.log(seconds / other))
+        return {regime: math.exp(sum(v) / len(v)) for regime, v in logs.items()}
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
         """Where to measure it first: one tile and the most tiles in range (a bounded
@@ -102,3 +116,29 @@ class PackedRows:
                 estimate[:, column] = found
             if bound is not None:
                 estimate[[shape[0] > bound for shape in shapes], column] = math.inf
+        self._beside_data_tiling(estimate, shapes, measured)
+
+    def _beside_data_tiling(
+        self,
+        estimate: np.ndarray,
+        shapes: Sequence[Shape],
+        measured: Mapping[tuple[str, Shape], float],
+    ) -> None:
+        """In a regime where a kernel and data tiling were timed side by side, the kernel's
+        estimate is data tiling's times their paired ratio. Each alone is the median of
+        samples taken minutes apart: on `dense_out` 8-row tiles took 208 us at T = 15 beside
+        data tiling's 230, and data tiling's median over its one-tile shapes was 187 us,
+        so the explicit family was estimated 1.12x slower where it was timed 0.90x."""
+        build = next((c for c in self.candidates if isinstance(c, DataTiledCandidate)), None)
+        if build is None or self.tile(build) is None:
+            return
+        theirs = self.candidates.index(build)
+        for column, candidate in enumerate(self.candidates):
+            if column == theirs or self.tile(candidate) is None:
+                continue
+            ratios = self.paired(candidate, build, measured)
+            for row, shape in enumerate(shapes):
+                regime = self.regime(candidate, build, shape)
+                ratio = None if regime is None else ratios.get(regime)
+                if ratio is not None and np.isfinite(estimate[row, [column, theirs]]).all():
+                    estimate[row, column] = estimate[row, theirs] * ratio

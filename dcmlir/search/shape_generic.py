@@ -333,7 +333,8 @@ class ShapeGenericSearch:
         near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
         margin = self.settings.tie_margin
         regions = self._needing_pairs(regions)
-        return against_builds(builds, near, distance, regions, rows, self._seconds, margin)
+        regime = self.rows.regimes(self.shapes)
+        return against_builds(builds, near, distance, regions, rows, self._seconds, margin, regime)
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
         """``regions`` less data tiling's where the weight is a constant: packed once, data
@@ -357,9 +358,7 @@ class ShapeGenericSearch:
 
     def _seconds(self, column: int, row: int) -> float | None:
         found = self.measured.get((self.keys[column], self.shapes[row]))
-        if found is None or not math.isfinite(found):
-            return None
-        return self.rows.pooled(self.candidates[column], self.shapes[row], self.measured)
+        return found if found is not None and math.isfinite(found) else None
 
     def _floor_seconds(self, column: int, row: int) -> float | None:
         record = self.records.get((self.keys[column], self.shapes[row]))
