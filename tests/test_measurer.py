@@ -90,6 +90,8 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
             assert record.ok and record.extra["sampling"] == "call-by-call"
             assert len(record.times) == 9
             assert record.extra["calls"] == 9 * FAST.measure.input_sets
+            # the pair was timed side by side: each record names the other
+            assert {PICKED[1].key(), PICKED[2].key()} <= set(record.extra["together"])
 
 
 def _alive(pid: int) -> bool:

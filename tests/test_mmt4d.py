@@ -321,44 +321,53 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
 
 def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     """Every shape of a regime (the kernel's and data tiling's row-tile counts) costs each
-    the same, so its side-by-side pairs repeat one comparison: they are pooled (geomean
-    ratio), and the kernel's estimate there is data tiling's times that ratio. One pair
-    alone ruled the explicit family out of `dense_out` at T = 16 (8-row tiles 1.10x data
-    tiling's there, 0.91x at T = 15: two tiles against one at both); data tiling's median
-    over its one-tile shapes against m8's one sample put it 1.12x slower where it was
-    timed 0.90x."""
+    the same, so the pairs timed side by side in it repeat one comparison: beside data
+    tiling each shows their geomean ratio, and the kernel's estimate there is data
+    tiling's times it. One pair alone ruled the explicit family out of `dense_out` at T =
+    16 (8-row tiles 1.10x data tiling's there, 0.91x at T = 15); each build's median over
+    its shapes, taken minutes apart, put 8-row tiles 1.12x slower where they were timed
+    0.90x beside data tiling. Records of separate calls are no pair."""
+    from test_database import make
+
     from dcmlir.search.packed_rows import PackedRows
     from dcmlir.search.shape_generic import ShapeGenericSearch
 
     text = constant_projection("nk")
     search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
     m8, tiled = 4, 2
+    pair = ("datatiled", "mmt4d:m8n32k1")
+
+    def put(key: str, t: int, us: float, together: tuple[str, ...] = pair) -> None:
+        search.records[(key, (t,))] = make(key, t, (us * 1e-6,), together=list(together))
+        search.measured[(key, (t,))] = us * 1e-6
+
     for t, mine, theirs in ((15, 9.1, 10.0), (16, 11.0, 10.0)):
-        search.measured[(FAMILY[m8].key(), (t,))] = mine * 1e-6
-        search.measured[(FAMILY[tiled].key(), (t,))] = theirs * 1e-6
+        put("mmt4d:m8n32k1", t, mine)
+        put("datatiled", t, theirs)
     regions = {m8: [14, 15]}  # T = 15, 16
     _, beaten = search._against_iree_builds(regions)
     assert m8 not in beaten  # 9.1 and 11.0 against 10.0: a tie
-    search.measured[(FAMILY[m8].key(), (15,))] = 11.0e-6  # both pairs show the loss
+    put("mmt4d:m8n32k1", 15, 11.0)  # both pairs show the loss
     _, beaten = search._against_iree_builds(regions)
     assert beaten[m8] == [14, 15]
+    put("mmt4d:m8n32k1", 15, 9.1, together=("mmt4d:m8n32k1",))  # timed in another call
+    _, beaten = search._against_iree_builds(regions)
+    assert beaten[m8] == [15]  # T = 16 alone is a pair: 1.1x
 
-    rows = PackedRows(workload_of(text), FAMILY)
-    measured = {
-        ("datatiled", (1,)): 8.0e-6,  # its one-tile median: 10.0 (8, 10, 10, 12, 20)
-        ("datatiled", (3,)): 12.0e-6,
-        ("datatiled", (9,)): 20.0e-6,  # a slow moment of the machine
-        ("mmt4d:m8n32k1", (9,)): 18.0e-6,  # beside it: 0.9x
-        ("datatiled", (15,)): 10.0e-6,
-        ("datatiled", (16,)): 10.0e-6,
-        ("mmt4d:m8n32k1", (1,)): 5.0e-6,
-        ("mmt4d:m8n32k1", (32,)): 20.0e-6,
-        ("datatiled", (32,)): 21.0e-6,
-    }
+    search.records.clear()
+    search.measured.clear()
+    for t, us in ((1, 8.0), (3, 12.0), (15, 10.0), (16, 10.0), (32, 21.0)):
+        put("datatiled", t, us)  # one tile: 8, 10, 10, 12 and 20 below, median 10
+    put("datatiled", 9, 20.0)  # a slow moment of the machine ...
+    put("mmt4d:m8n32k1", 9, 18.0)  # ... beside it: 0.9x
+    put("mmt4d:m8n32k1", 1, 5.0)
+    put("mmt4d:m8n32k1", 32, 20.0)
+    put("mmt4d:m8n32k1", 12, 30.0, together=("mmt4d:m8n32k1",))  # alone: no pair
     estimate = np.ones((len(ROWS), len(FAMILY)))
-    rows.estimate(estimate, ROWS, [c.key() for c in FAMILY], measured)
+    rows = PackedRows(workload_of(text), FAMILY)
+    rows.estimate(estimate, ROWS, [c.key() for c in FAMILY], search.measured, search.records)
     assert estimate[8, tiled] == pytest.approx(10.0e-6)
-    assert estimate[8:16, m8] == pytest.approx(9.0e-6)  # T = 9..16: 0.9 x 10, not 18
+    assert estimate[8:16, m8] == pytest.approx(9.0e-6)  # T = 9..16: 0.9 x 10, not 18 or 30
     assert estimate[31, m8] == pytest.approx(estimate[31, tiled] * 20 / 21)  # its own regime
 
 

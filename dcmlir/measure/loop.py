@@ -438,6 +438,7 @@ class Measurer:
                 "baseline_drift": drift,
                 "drift_flagged": flagged,
                 "runner": self.runner_settings.driver,
+                "together": sorted(members),  # timed side by side with these, interleaved
             }
             if result.call_by_call:
                 extra["sampling"] = "call-by-call"

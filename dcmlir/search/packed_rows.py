@@ -17,14 +17,29 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from dcmlir.cost_model.row_tiles import tile_grid_estimate, tiles, two_points
+from dcmlir.records import Record
 from dcmlir.shapes import Shape
 from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
-__all__ = ["PackedRows", "Regime"]
+__all__ = ["PackedRows", "Regime", "side_by_side"]
 
 Regime = tuple[int, int]
 """The row-tile counts of a kernel and an IREE build at a shape."""
+
+
+Records = Mapping[tuple[str, Shape], Record]
+
+
+def side_by_side(records: Records, mine: str, theirs: str, shape: Shape) -> bool:
+    """Whether the two kernels' records at ``shape`` come from one call of the measurer
+    (interleaved rounds, the same inputs), not from calls minutes apart."""
+    found = [records.get((key, shape)) for key in (mine, theirs)]
+    if found[0] is None or found[1] is None:
+        return False
+    return theirs in found[0].extra.get("together", ()) and mine in found[1].extra.get(
+        "together", ()
+    )
 
 
 class PackedRows:
@@ -60,25 +75,37 @@ class PackedRows:
             return None
         return tiles(shape[0], mine), tiles(shape[0], theirs)
 
-    def regimes(self, shapes: Sequence[Shape]) -> Callable[[int, int, int], Regime | None]:
-        """(kernel column, build column, row) -> :meth:`regime`."""
-        candidates = self.candidates
-        return lambda c, b, row: self.regime(candidates[c], candidates[b], shapes[row])
+    def regimes(
+        self, shapes: Sequence[Shape], records: Records
+    ) -> Callable[[int, int, int], Regime | None]:
+        """(kernel column, build column, row) -> :meth:`regime` of a pair timed side by side
+        there, else None."""
+        keys = [c.key() for c in self.candidates]
+
+        def regime(column: int, build: int, row: int) -> Regime | None:
+            if not side_by_side(records, keys[column], keys[build], shapes[row]):
+                return None
+            return self.regime(self.candidates[column], self.candidates[build], shapes[row])
+
+        return regime
 
     def paired(
-        self, candidate: Candidate, build: Candidate, measured: Mapping[tuple[str, Shape], float]
+        self, candidate: Candidate, build: Candidate, records: Records
     ) -> dict[Regime, float]:
         """Per regime, the kernel's time over the build's: the geomean over the shapes
-        where both were measured (side by side, in one call of the measurer)."""
+        where the two were timed side by side (:func:`side_by_side`)."""
         mine, theirs = candidate.key(), build.key()
         logs: dict[Regime, list[float]] = {}
-        for (key, shape), seconds in measured.items():
-            other = measured.get((theirs, shape))
-            if key != mine or other is None or not all(0 < v < math.inf for v in (seconds, other)):
+        for (key, shape), record in records.items():
+            other = records.get((theirs, shape))
+            if key != mine or other is None or not (record.ok and other.ok):
                 continue
+            if not side_by_side(records, mine, theirs, shape):
+                continue
+            ratio = record.median / other.median
             regime = self.regime(candidate, build, shape)
             if regime is not None:
-                logs.setdefault(regime, []).append(math.log(seconds / other))
+                logs.setdefault(regime, []).append(math.log(ratio))
         return {regime: math.exp(sum(v) / len(v)) for regime, v in logs.items()}
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
@@ -100,8 +127,10 @@ class PackedRows:
         shapes: Sequence[Shape],
         keys: Sequence[str],
         measured: Mapping[tuple[str, Shape], float],
+        records: Records | None = None,
     ) -> None:
-        """Overwrite the family's columns of ``estimate`` [shape, candidate] in place."""
+        """Overwrite the family's columns of ``estimate`` [shape, candidate] in place
+        (``records``: the measurements' records, for the pairs timed side by side)."""
         for column, candidate in enumerate(self.candidates):
             tile = self.tile(candidate)
             if tile is None or not np.isfinite(estimate[:, column]).any():
@@ -116,13 +145,11 @@ class PackedRows:
                 estimate[:, column] = found
             if bound is not None:
                 estimate[[shape[0] > bound for shape in shapes], column] = math.inf
-        self._beside_data_tiling(estimate, shapes, measured)
+        if records:
+            self._beside_data_tiling(estimate, shapes, records)
 
     def _beside_data_tiling(
-        self,
-        estimate: np.ndarray,
-        shapes: Sequence[Shape],
-        measured: Mapping[tuple[str, Shape], float],
+        self, estimate: np.ndarray, shapes: Sequence[Shape], records: Records
     ) -> None:
         """In a regime where a kernel and data tiling were timed side by side, the kernel's
         estimate is data tiling's times their paired ratio. Each alone is the median of
@@ -136,7 +163,7 @@ class PackedRows:
         for column, candidate in enumerate(self.candidates):
             if column == theirs or self.tile(candidate) is None:
                 continue
-            ratios = self.paired(candidate, build, measured)
+            ratios = self.paired(candidate, build, records)
             for row, shape in enumerate(shapes):
                 regime = self.regime(candidate, build, shape)
                 ratio = None if regime is None else ratios.get(regime)

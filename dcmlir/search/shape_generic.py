@@ -236,7 +236,7 @@ class ShapeGenericSearch:
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
-        self.rows.estimate(estimate, self.shapes, self.keys, self.measured)
+        self.rows.estimate(estimate, self.shapes, self.keys, self.measured, self.records)
         for (key, shape), seconds in self.measured.items():
             if key not in column_of or shape not in self.shape_index:
                 continue
@@ -333,7 +333,7 @@ class ShapeGenericSearch:
         near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
         margin = self.settings.tie_margin
         regions = self._needing_pairs(regions)
-        regime = self.rows.regimes(self.shapes)
+        regime = self.rows.regimes(self.shapes, self.records)
         return against_builds(builds, near, distance, regions, rows, self._seconds, margin, regime)
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:

@@ -119,6 +119,10 @@ class FakeMeasurer:
         """The machine's time of each pair (``calls``, call by call, changes nothing here)."""
         report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
         known = {(r.candidate_key, r.shape): r for r in self.db.records(self.workload.key)}
+        together: dict[Shape, list[str]] = {}  # timed in one call per shape, as the real one
+        for candidate, shape in pairs:
+            if (candidate.key(), shape) not in known:
+                together.setdefault(shape, []).append(candidate.key())
         for candidate, shape in pairs:
             record = known.get((candidate.key(), shape))
             if record is None:
@@ -130,6 +134,7 @@ class FakeMeasurer:
                     route="config",
                     dims={0: shape[0]},
                     times=[seconds],
+                    extra={"together": sorted(together[shape])},
                 )
                 self.db.append(record)
                 self.timed.append((candidate.key(), shape))
