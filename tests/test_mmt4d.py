@@ -187,11 +187,15 @@ def test_a_faster_family_that_loses_on_one_cell_is_contested_there() -> None:
     assert keys_of(chosen[0].columns) == {"mmt4d:m4n32k1", "mmt4d:m8n32k1"}
 
 
-@pytest.mark.parametrize(("second", "real"), [(12.0, True), (7.0, False)])
+@pytest.mark.parametrize(
+    ("first", "second", "real"), [(12.0, 12.0, True), (12.0, 7.0, False), (10.64, 10.05, False)]
+)
 def test_the_duel_repeats_a_losing_regime_side_by_side_and_stops_on_a_real_loss(
-    second: float, real: bool
+    first: float, second: float, real: bool
 ) -> None:
-    """T = 9..16 is one regime of m8 (2 tiles) and data tiling (1 tile)."""
+    """T = 9..16 is one regime of m8 (2 tiles) and data tiling (1 tile). 1.064 and 1.005
+    (`dense_qkv`, then 0.97-1.07 at five more shapes) lie within their spread of the 3%
+    line: not yet a loss."""
     from dcmlir.search.family_duel import FamilyDuel
 
     candidates = [FAMILY[0], FAMILY[1], FAMILY[2], FAMILY[4]]  # one explicit kernel: m8
@@ -207,7 +211,7 @@ def test_the_duel_repeats_a_losing_regime_side_by_side_and_stops_on_a_real_loss(
 
     duel = FamilyDuel(candidates, budget=200, share=0.15)  # 30 measurements at most
     assert pairs() == [("datatiled", 12), ("mmt4d:m8n32k1", 12)]
-    measured[(3, 11)], measured[(2, 11)] = 12.0, 10.0  # timed side by side: the loss again
+    measured[(3, 11)], measured[(2, 11)] = first, 10.0  # timed side by side: the loss again
     table[8:16, 3] = 12.0  # the tile count's estimate follows its measurement
     assert pairs() == [("datatiled", 9), ("mmt4d:m8n32k1", 9)]  # the regime, once more
     measured[(3, 8)], measured[(2, 8)] = second, 10.0
@@ -216,6 +220,26 @@ def test_the_duel_repeats_a_losing_regime_side_by_side_and_stops_on_a_real_loss(
     else:  # one of the two was noise: the regime's next shape is timed
         assert pairs() == [("datatiled", 10), ("mmt4d:m8n32k1", 10)]
     assert duel.used <= 30
+
+
+def test_a_losing_regime_is_timed_at_any_of_its_shapes() -> None:
+    """Every shape of a regime repeats its comparison, also where the rival runs another
+    kernel: on `dense_qkv` the only shape of 8-row tiles against data tiling's one 16-row
+    tile left to time was T = 15 (data tiling was timed at T = 16 already, and the rival
+    ran 12 and 14 rows at T = 9..14), so one pair decided the family."""
+    from dcmlir.search.family_duel import FamilyDuel
+
+    table = family_table({})
+    table[8:16, 4] = 11.0  # m8, two tiles at T = 9..16: 1.1x data tiling's one
+    table[12:16, 3] *= 1.2  # m4 at T = 13..16: 12 us, so the rival runs m8 there
+    measured = {(2, row): 10.0 for row in range(12, 16)}  # data tiling timed at T = 13..16
+
+    def seconds(column: int, row: int) -> float | None:
+        return measured.get((column, row))
+
+    duel = FamilyDuel(FAMILY, budget=200, share=0.15)
+    found = duel.pairs(table, ROWS, SearchSettings(), seconds, PackedRowsLike.tile, 99)
+    assert sorted((c.key(), s[0]) for c, s in found) == [("datatiled", 9), ("mmt4d:m8n32k1", 9)]
 
 
 def test_the_duels_pairs_are_timed_call_by_call(tmp_path: Path) -> None:
