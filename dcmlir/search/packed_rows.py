@@ -29,17 +29,16 @@ Regime = tuple[int, int]
 
 
 Records = Mapping[tuple[str, Shape], Record]
+"""The search's records of its measured (candidate key, shape) pairs."""
 
 
 def side_by_side(records: Records, mine: str, theirs: str, shape: Shape) -> bool:
     """Whether the two kernels' records at ``shape`` come from one call of the measurer
     (interleaved rounds, the same inputs), not from calls minutes apart."""
-    found = [records.get((key, shape)) for key in (mine, theirs)]
-    if found[0] is None or found[1] is None:
+    first, second = records.get((mine, shape)), records.get((theirs, shape))
+    if first is None or second is None:
         return False
-    return theirs in found[0].extra.get("together", ()) and mine in found[1].extra.get(
-        "together", ()
-    )
+    return theirs in first.extra.get("together", ()) and mine in second.extra.get("together", ())
 
 
 class PackedRows:

@@ -143,7 +143,7 @@ MMT4D_M0 = (1, 2, 4, 8, 12, 14)
 """Rows of an explicit mmt4d tile, where the target's registers hold its accumulators,
 its weight vectors and the broadcast (:func:`mmt4d_space`). 12 and 14 fill what 8 leaves:
 at T = 9..14 one 12- or 14-row tile runs where 8 runs two and data tiling's 16-row tile
-pads; measured at 0.55-0.82 of data tiling's time there (docs/design.md section 12)."""
+pads; 0.66-0.88 of data tiling's time there (benchmarks/mmt4d_tiles.py, design.md §12)."""
 
 
 @dataclass(frozen=True)
