@@ -92,6 +92,28 @@ def test_measures_records_and_resumes(tmp_path: Path) -> None:
             assert record.extra["calls"] == 9 * FAST.measure.input_sets
             # the pair was timed side by side: each record names the other
             assert {PICKED[1].key(), PICKED[2].key()} <= set(record.extra["together"])
+        # timed again side by side where one of the two has a record: both timed, marked
+        pair = [(PICKED[1], (6,)), (PICKED[2], (6,))]
+        retimed = again.measure_pairs(pair, calls=9, again=True)
+        assert retimed.measured == 2
+        first = single.records[(PICKED[1].key(), (6,))]
+        for candidate, shape in pair:
+            record = retimed.records[(candidate.key(), shape)]
+            assert record.ok and record.extra["again"] and record is not first
+            assert {PICKED[1].key(), PICKED[2].key()} <= set(record.extra["together"])
+        # a plain call is answered by the first record, a second call again by these
+        plain = again.measure_pairs([(PICKED[1], (6,))])
+        assert plain.measured == 0 and "again" not in plain.records[(PICKED[1].key(), (6,))].extra
+        assert again.measure_pairs(pair, calls=9, again=True).measured == 0
+    with Measurer(
+        workload, CpuTarget(), RecordDatabase(tmp_path / "records.jsonl"), runner_settings=FAST
+    ) as resumed_again:  # and so is a resumed run's
+        answered = resumed_again.measure_pairs(pair, calls=9, again=True)
+        assert answered.measured == 0
+        assert answered.records[(PICKED[2].key(), (6,))].extra["again"]
+        # a pair with a record of its own, timed again beside a new partner: timed again
+        other = resumed_again.measure_pairs([(PICKED[0], (6,)), (PICKED[1], (6,))], again=True)
+        assert other.measured == 2
 
 
 def _alive(pid: int) -> bool:

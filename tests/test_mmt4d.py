@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +243,41 @@ def test_a_losing_regime_is_timed_at_any_of_its_shapes() -> None:
     assert sorted((c.key(), s[0]) for c, s in found) == [("datatiled", 9), ("mmt4d:m8n32k1", 9)]
 
 
+def test_a_regime_without_a_free_shape_is_timed_again() -> None:
+    """Where data tiling holds a record at every shape of a regime (`heldout_large_ffn1`:
+    T = 13..16, from other kernels' pairs), the pair is timed again at one of them, and the
+    pairs timed so decide as any other: 12-row tiles ran 1.16x slower there, untimed."""
+    from dcmlir.search.family_duel import FamilyDuel
+
+    table = family_table({})
+    table[8:16, 4] = 11.0  # m8, two tiles at T = 9..16: 1.1x data tiling's one
+    table[8:16, 3] *= 1.5  # m4 slower there: the rival runs m8
+    measured = {(2, row): 10.0 for row in range(8, 16)}  # data tiling timed at T = 9..16
+    timed_again: list[tuple[int, float]] = []
+
+    def seconds(column: int, row: int) -> float | None:
+        return measured.get((column, row))
+
+    def again(column: int, build: int) -> list[tuple[int, float]]:
+        return timed_again if (column, build) == (4, 2) else []
+
+    def pairs(logs: object) -> list[tuple[str, int]]:
+        found = duel.pairs(table, ROWS, SearchSettings(), seconds, PackedRowsLike.tile, 99, logs)
+        return sorted((c.key(), s[0]) for c, s in found)
+
+    duel = FamilyDuel(FAMILY, budget=200, share=0.15)
+    assert pairs(None) == []  # no shape of the regime is free: nothing to time anew
+    found = pairs(again)
+    assert [key for key, _ in found] == ["datatiled", "mmt4d:m8n32k1"]
+    shape = found[0][1]
+    assert 9 <= shape <= 16 and duel.again == {(shape,)}
+    timed_again.append((shape - 1, math.log(1.1)))
+    second = pairs(again)  # one pair: another shape of the regime, again
+    assert len(second) == 2 and second[0][1] != shape and duel.again == {(second[0][1],)}
+    timed_again.append((second[0][1] - 1, math.log(1.12)))
+    assert pairs(again) == []  # two pairs timed again show the loss: it is real
+
+
 def test_the_duels_pairs_are_timed_call_by_call(tmp_path: Path) -> None:
     """The duel's pairs decide a family on differences of a few percent, and samples of
     the minimum time put identical builds up to 22% apart: they are timed call by call
@@ -376,7 +412,8 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     assert beaten[m8] == [14, 15]
     put("mmt4d:m8n32k1", 15, 9.1, together=("mmt4d:m8n32k1",))  # timed in another call
     _, beaten = search._against_iree_builds(regions)
-    assert beaten[m8] == [15]  # T = 16 alone is a pair: 1.1x
+    # T = 16 alone is a pair (1.1x); T = 15's records, two calls apart, are none beside it
+    assert beaten[m8] == [14, 15]
 
     search.records.clear()
     search.measured.clear()
@@ -389,10 +426,38 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     put("mmt4d:m8n32k1", 12, 30.0, together=("mmt4d:m8n32k1",))  # alone: no pair
     estimate = np.ones((len(ROWS), len(FAMILY)))
     rows = PackedRows(workload_of(text), FAMILY)
-    rows.estimate(estimate, ROWS, [c.key() for c in FAMILY], search.measured, search.records)
+    rows.estimate(estimate, ROWS, [c.key() for c in FAMILY], search.measured, search.book.pairs())
     assert estimate[8, tiled] == pytest.approx(10.0e-6)
     assert estimate[8:16, m8] == pytest.approx(9.0e-6)  # T = 9..16: 0.9 x 10, not 18 or 30
     assert estimate[31, m8] == pytest.approx(estimate[31, tiled] * 20 / 21)  # its own regime
+
+
+def test_pairs_timed_again_are_evidence_as_any_pair() -> None:
+    """A pair timed again (a record each already) moves the regime's estimate and the
+    never-slower rule as a first pair does; the first records stay as they were."""
+    from test_database import make
+
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    text = constant_projection("nk")
+    search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    m8, tiled = 4, 2
+    for t in (1, 12, 16, 32):  # each timed alone: no pair
+        for key, us in (("datatiled", 10.0 * -(-t // 16)), ("mmt4d:m8n32k1", 4.0 * -(-t // 8))):
+            search.records[(key, (t,))] = make(key, t, (us * 1e-6,), together=[key])
+            search.measured[(key, (t,))] = us * 1e-6
+    regions = {m8: list(range(8, 16))}  # T = 9..16
+    assert m8 not in search._against_iree_builds(regions)[1]
+    together = ["datatiled", "mmt4d:m8n32k1"]
+    for key, us in (("datatiled", 10.0), ("mmt4d:m8n32k1", 12.0)):  # at T = 12, again: 1.2x
+        search.book.again.append(make(key, 12, (us * 1e-6,), together=together, again=True))
+    assert search._against_iree_builds(regions)[1][m8] == list(range(8, 16))
+    estimate = np.ones((len(ROWS), len(FAMILY)))
+    keys = [c.key() for c in FAMILY]
+    search.rows.estimate(estimate, ROWS, keys, search.measured, search.book.pairs())
+    assert estimate[8:16, m8] == pytest.approx(estimate[8:16, tiled] * 1.2)
+    assert search.measured[("mmt4d:m8n32k1", (12,))] == pytest.approx(8e-6)  # as it was
+    assert search.used == 10
 
 
 def test_the_floor_is_proven_before_the_kernels() -> None:

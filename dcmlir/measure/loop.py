@@ -193,15 +193,18 @@ class Measurer:
             Measurer._running = None
 
     # -- records ---------------------------------------------------------------------------
-    def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record]]:
-        """(newest measure record per pair, newest failed build per candidate) of this
-        workload, target and route: one pass over the records instead of one per pair.
+    def _index(self) -> tuple[dict[tuple[str, Shape], Record], dict[str, Record], list[Record]]:
+        """(newest measure record per pair, newest failed build per candidate, the records
+        timed again) of this workload, target and route: one pass over the records instead
+        of one per pair.
 
         Timings count only from this runner's device (``local-sync`` and ``local-task``
         share the target; a record without one is from ``local-sync``), and only with this
-        measurer's dispatch repeat (a record without one had none).
+        measurer's dispatch repeat (a record without one had none). A pair timed again
+        (``again``) stays out of the first: a resumed search sees what it saw the first time.
         """
         measures: dict[tuple[str, Shape], Record] = {}
+        again: list[Record] = []
         builds: dict[str, Record] = {}
         driver = self.runner_settings.driver
         for record in self.db.records(
@@ -212,11 +215,14 @@ class Measurer:
                     continue
                 if record.extra.get("dispatch_repeat", 1) != self.dispatch_repeat:
                     continue
-                measures[(record.candidate_key, record.shape)] = record
+                if record.extra.get("again"):
+                    again.append(record)
+                else:
+                    measures[(record.candidate_key, record.shape)] = record
             elif record.all_shapes:
                 builds[record.candidate_key] = record
         failed_builds = {key: r for key, r in builds.items() if r.failed}
-        return measures, failed_builds
+        return measures, failed_builds, again
 
     def _record_build(self, built: BuiltVariant) -> Record | None:
         """Record a failed build, or the first successful one (a resumed run that rebuilds
@@ -270,6 +276,7 @@ class Measurer:
         candidates: Sequence[Candidate] | None = None,
         shapes: Sequence[Shape] | None = None,
         calls: int | None = None,
+        again: bool = False,
     ) -> MeasureReport:
         """Build what is needed, time every pair the records lack, return the newest records.
 
@@ -277,6 +284,9 @@ class Measurer:
         are taken from the records; the rest are timed shape by shape, largest
         shape first, IREE's default alongside as the baseline. ``calls``: time them
         call by call instead, that many samples of each (:meth:`MeasureSettings.call_by_call`).
+        ``again``: time each shape's pairs side by side in one call, also where they have
+        records; their records say ``again`` and are answered only to a call that asks the
+        same (a record of the pair timed again together with all of its shape's pairs).
         """
         settings = self.runner_settings.measure
         measure = None if calls is None else settings.call_by_call(calls)
@@ -289,7 +299,9 @@ class Measurer:
         if len(set(keys)) != len(keys):
             raise ValueError("candidates must be distinct")
         report = MeasureReport(self.workload, list(candidates), [tuple(s) for s in shapes])
-        measures, failed_builds = self._index()
+        measures, failed_builds, timed_again = self._index()
+        if again:
+            measures = together_again(timed_again, pairs)
         todo: dict[Shape, dict[str, Candidate]] = {}
         for candidate, shape in pairs:
             self.workload.shape_dims(shape)  # validates the arity early
@@ -326,7 +338,7 @@ class Measurer:
         for shape in sorted(todo, key=math.prod, reverse=True):  # largest first: warm-up
             if todo[shape]:
                 group = list(todo[shape].values())
-                self._measure_shape(runner, shape, group, built, report, measure)
+                self._measure_shape(runner, shape, group, built, report, measure, again)
         self._warn_drift(report)
         return report
 
@@ -394,6 +406,7 @@ class Measurer:
         built: Mapping[str, BuiltVariant],
         report: MeasureReport,
         measure: MeasureSettings | None = None,
+        again: bool = False,
     ) -> None:
         """Time ``group`` (plus IREE's default as the baseline) on one shape; record each.
 
@@ -442,6 +455,8 @@ class Measurer:
             }
             if result.call_by_call:
                 extra["sampling"] = "call-by-call"
+            if again:
+                extra["again"] = True  # a pair with a record already, timed side by side
             if self.dispatch_repeat > 1:
                 extra["dispatch_repeat"] = self.dispatch_repeat
             if self.runner_settings.isolated:
@@ -464,3 +479,20 @@ class Measurer:
             self.db.append(record)
             report.records[(key, shape)] = record
             report.measured += 1
+
+
+def together_again(
+    timed_again: Sequence[Record], pairs: Sequence[tuple[Candidate, Shape]]
+) -> dict[tuple[str, Shape], Record]:
+    """Per pair, the newest record timed again in one call with every pair of its shape;
+    a shape that lacks one (a run stopped while recording) is timed again whole."""
+    wanted: dict[Shape, set[str]] = {}
+    for candidate, shape in pairs:
+        wanted.setdefault(shape, set()).add(candidate.key())
+    found: dict[tuple[str, Shape], Record] = {}
+    for record in timed_again:
+        group = wanted.get(record.shape)
+        if group and group <= set(record.extra.get("together", ())):
+            found[(record.candidate_key, record.shape)] = record
+    whole = {s for s, group in wanted.items() if all((key, s) in found for key in group)}
+    return {pair: record for pair, record in found.items() if pair[1] in whole}

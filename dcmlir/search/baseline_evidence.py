@@ -29,9 +29,14 @@ __all__ = ["against_builds", "baseline_wants", "beaten_rows", "unpaired_rows"]
 Regions = Mapping[int, Sequence[int]]
 """Each chosen kernel's column -> the shape rows it is chosen for."""
 
-RegimeOf = Callable[[int, int, int], Hashable | None]
-"""(kernel column, build column, row) -> the regime of that pair, None for none: the pairs
-of one regime repeat one comparison (:meth:`dcmlir.search.packed_rows.PackedRows.regime`)."""
+AgainLogs = Callable[[int, int], list[tuple[int, float]]]
+"""(kernel column, build column) -> (row, log ratio) of the pairs of the two timed again
+(:meth:`dcmlir.search.side_by_side.Pairs.again_logs`)."""
+
+RegimeOf = Callable[[int, int, int], tuple[Hashable, bool] | None]
+"""(kernel column, build column, row) -> (the regime of a pair there, whether its records
+were timed side by side), None for none: the pairs of one regime repeat one comparison
+(:meth:`dcmlir.search.packed_rows.PackedRows.regimes`)."""
 
 
 def unpaired_rows(
@@ -92,11 +97,12 @@ def beaten_rows(
     default: int,
     margin: float,
     regime: RegimeOf | None = None,
+    again: AgainLogs | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them
     (``distance[pair row, row]``; a pair at the row itself decides) show it slower than
-    the default by more than ``margin``. Pairs of one ``regime`` (kernel column, build
-    column, row -> a key, or None) are one comparison: each shows their geomean ratio."""
+    the default by more than ``margin``. Pairs of one ``regime`` are one comparison:
+    where some were timed side by side (``again`` too), each shows their geomean ratio."""
     found: dict[int, list[int]] = {}
     line = math.log1p(margin)
     for column, region in regions.items():
@@ -106,10 +112,13 @@ def beaten_rows(
             if (kernel := seconds(column, row)) is not None
             and (baseline := seconds(default, row)) is not None
         ]
+        timed_again = again(column, default) if again is not None else []
+        if regime is not None:
+            pairs = _pooled(pairs, timed_again, partial(regime, column, default))
+        else:
+            pairs += timed_again
         if not pairs:
             continue
-        if regime is not None:
-            pairs = _pooled(pairs, partial(regime, column, default))
         cover = cover_matrix(joint[:, column], near)
         beaten = []
         for row in region:
@@ -125,15 +134,27 @@ def beaten_rows(
 
 
 def _pooled(
-    pairs: list[tuple[int, float]], key: Callable[[int], Hashable | None]
+    pairs: list[tuple[int, float]],
+    timed_again: list[tuple[int, float]],
+    key: Callable[[int], tuple[Hashable, bool] | None],
 ) -> list[tuple[int, float]]:
-    """(row, log ratio) pairs, each the mean of its regime's where it has one."""
+    """(row, log ratio) of every pair and pair timed again; in a regime where some were
+    timed side by side, each shows the mean of those. Records of two calls minutes apart
+    are no comparison beside them: at T = 16 of `dense_ffn1` they said 1.71x where a
+    side-by-side pair said 0.89x."""
     groups: dict[Hashable, list[float]] = {}
-    for row, value in pairs:
+    for row, value in timed_again:
         if (found := key(row)) is not None:
-            groups.setdefault(found, []).append(value)
+            groups.setdefault(found[0], []).append(value)
+    for row, value in pairs:
+        if (found := key(row)) is not None and found[1]:
+            groups.setdefault(found[0], []).append(value)
     means = {k: sum(v) / len(v) for k, v in groups.items()}
-    return [(row, means.get(key(row), value)) for row, value in pairs]
+    pooled = []
+    for row, value in [*pairs, *timed_again]:
+        found = key(row)
+        pooled.append((row, value if found is None else means.get(found[0], value)))
+    return pooled
 
 
 def against_builds(
@@ -145,6 +166,7 @@ def against_builds(
     seconds: Callable[[int, int], float | None],
     margin: float,
     regime: RegimeOf | None = None,
+    again: AgainLogs | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
@@ -166,7 +188,7 @@ def against_builds(
             own = {column: region}
             found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
             unpaired[column] &= set(found)
-            lost = beaten_rows(joint, near, distance, own, seconds, build, margin, regime)
+            lost = beaten_rows(joint, near, distance, own, seconds, build, margin, regime, again)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},

@@ -37,6 +37,7 @@ Tile = Callable[[Candidate], "int | None"]  # the M tile a kernel's time steps w
 
 
 Regime = tuple[int, int, int, int]  # (rival column, build column, their tile counts)
+AgainLogs = Callable[[int, int], list[tuple[int, float]]]  # (column, build) -> (row, log ratio)
 
 
 class FamilyDuel:
@@ -47,6 +48,8 @@ class FamilyDuel:
         self.room = int(budget * share)
         self.used = 0
         self.timed: dict[Shape, Regime] = {}
+        self.retimed: set[tuple[Shape, Regime]] = set()
+        self.again: set[Shape] = set()  # of the last pairs, the shapes to time again
         self.builds = [
             i
             for i, c in enumerate(self.candidates)
@@ -61,6 +64,7 @@ class FamilyDuel:
         seconds: Seconds,
         tile: Tile,
         limit: int,
+        again: AgainLogs | None = None,
     ) -> list[tuple[Candidate, Shape]]:
         """The next pairs to time (the contested family's pick and the build at one
         shape), or none: nothing contested, a regime whose pairs show the loss, or the
@@ -76,7 +80,10 @@ class FamilyDuel:
         `dense_qkv` the only shape of 8-row tiles against data tiling's one 16-row tile
         left to time was T = 15; at T = 9..14 the rival ran 12 and 14 rows). Pairs of a
         regime where the rival no longer loses are moot: its estimate moved, and the rival
-        moved with it."""
+        moved with it. A regime none of whose shapes is free (both unmeasured) is timed
+        again at one of them (:mod:`dcmlir.search.side_by_side`; ``again``: those pairs,
+        and :attr:`again` the shapes to time so)."""
+        self.again = set()
         room = min(self.room - self.used, limit)
         if room < 2 or not self.builds:
             return []
@@ -99,28 +106,42 @@ class FamilyDuel:
             mine, theirs = seconds(regime[0], row_of[shape]), seconds(regime[1], row_of[shape])
             if mine is not None and theirs is not None:
                 ratios.setdefault(regime, []).append(math.log(mine / theirs))
+        for column, build in {regime[:2] for regime in losing} if again else ():
+            for row, value in again(column, build):
+                regime = (column, build, *self._counts(shapes[row], column, build, tile))
+                if regime in losing:
+                    ratios.setdefault(regime, []).append(value)
         for found in ratios.values():
             if len(found) >= 2 and _mean_less_error(found) > line:
                 return []  # timed side by side, twice or more, beyond their spread: real
-        wanted: dict[Regime, tuple[tuple[int, float], Shape]] = {}
+        wanted: dict[Regime, tuple[tuple[int, bool, float], Shape]] = {}
         for regime in losing:  # any shape of the regime repeats the comparison
             column, build = regime[:2]
             for row, shape in enumerate(shapes):
-                if shape in self.timed or seconds(column, row) is not None:
-                    continue
-                if seconds(build, row) is not None:
+                if self.timed.get(shape) == regime or (shape, regime) in self.retimed:
                     continue
                 if (column, build, *self._counts(shape, column, build, tile)) != regime:
                     continue
+                free = shape not in self.timed and seconds(column, row) is None
+                free = free and seconds(build, row) is None
+                if not (free or again):
+                    continue
                 ratio = float(estimate[row, column] / estimate[row, build])
-                score = (-len(ratios.get(regime, [])), ratio)  # regimes timed least first
+                # regimes timed least first; free shapes (their records feed the estimate)
+                score = (-len(ratios.get(regime, [])), free, ratio)
                 if regime not in wanted or score > wanted[regime][0]:
                     wanted[regime] = (score, shape)
         found: list[tuple[Candidate, Shape]] = []
         ranked = sorted(wanted.items(), key=lambda item: item[1], reverse=True)
-        for regime, (_, shape) in ranked[: room // 2]:
+        for regime, ((_, free, _), shape) in ranked:
+            if len(found) + 2 > room or any(shape == s for _, s in found):
+                continue  # one pair a shape: a shape is timed once or again, not both
             found += [(self.candidates[regime[0]], shape), (self.candidates[regime[1]], shape)]
-            self.timed[shape] = regime
+            if free:
+                self.timed[shape] = regime
+            else:
+                self.retimed.add((shape, regime))
+                self.again.add(shape)
         self.used += len(found)
         return found
 

@@ -17,28 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from dcmlir.cost_model.row_tiles import tile_grid_estimate, tiles, two_points
-from dcmlir.records import Record
+from dcmlir.search.side_by_side import Pairs, side_by_side
 from dcmlir.shapes import Shape
 from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.workload import Workload
 
-__all__ = ["PackedRows", "Regime", "side_by_side"]
+__all__ = ["PackedRows", "Regime"]
 
 Regime = tuple[int, int]
 """The row-tile counts of a kernel and an IREE build at a shape."""
-
-
-Records = Mapping[tuple[str, Shape], Record]
-"""The search's records of its measured (candidate key, shape) pairs."""
-
-
-def side_by_side(records: Records, mine: str, theirs: str, shape: Shape) -> bool:
-    """Whether the two kernels' records at ``shape`` come from one call of the measurer
-    (interleaved rounds, the same inputs), not from calls minutes apart."""
-    first, second = records.get((mine, shape)), records.get((theirs, shape))
-    if first is None or second is None:
-        return False
-    return theirs in first.extra.get("together", ()) and mine in second.extra.get("together", ())
 
 
 class PackedRows:
@@ -75,36 +62,28 @@ class PackedRows:
         return tiles(shape[0], mine), tiles(shape[0], theirs)
 
     def regimes(
-        self, shapes: Sequence[Shape], records: Records
-    ) -> Callable[[int, int, int], Regime | None]:
-        """(kernel column, build column, row) -> :meth:`regime` of a pair timed side by side
-        there, else None."""
+        self, shapes: Sequence[Shape], pairs: Pairs
+    ) -> Callable[[int, int, int], tuple[Regime, bool] | None]:
+        """(kernel column, build column, row) -> (:meth:`regime`, whether the two's records
+        there were timed side by side), None where they step on no grid."""
         keys = [c.key() for c in self.candidates]
 
-        def regime(column: int, build: int, row: int) -> Regime | None:
-            if not side_by_side(records, keys[column], keys[build], shapes[row]):
+        def regime(column: int, build: int, row: int) -> tuple[Regime, bool] | None:
+            found = self.regime(self.candidates[column], self.candidates[build], shapes[row])
+            if found is None:
                 return None
-            return self.regime(self.candidates[column], self.candidates[build], shapes[row])
+            return found, side_by_side(pairs.records, keys[column], keys[build], shapes[row])
 
         return regime
 
-    def paired(
-        self, candidate: Candidate, build: Candidate, records: Records
-    ) -> dict[Regime, float]:
-        """Per regime, the kernel's time over the build's: the geomean over the shapes
-        where the two were timed side by side (:func:`side_by_side`)."""
-        mine, theirs = candidate.key(), build.key()
+    def paired(self, candidate: Candidate, build: Candidate, pairs: Pairs) -> dict[Regime, float]:
+        """Per regime, the kernel's time over the build's: the geomean over the pairs the
+        two were timed in side by side (:class:`~dcmlir.search.side_by_side.Pairs`)."""
         logs: dict[Regime, list[float]] = {}
-        for (key, shape), record in records.items():
-            other = records.get((theirs, shape))
-            if key != mine or other is None or not (record.ok and other.ok):
-                continue
-            if not side_by_side(records, mine, theirs, shape):
-                continue
-            ratio = record.median / other.median
+        for shape, value in pairs.logs(candidate.key(), build.key()):
             regime = self.regime(candidate, build, shape)
             if regime is not None:
-                logs.setdefault(regime, []).append(math.log(ratio))
+                logs.setdefault(regime, []).append(value)
         return {regime: math.exp(sum(v) / len(v)) for regime, v in logs.items()}
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
@@ -126,10 +105,10 @@ class PackedRows:
         shapes: Sequence[Shape],
         keys: Sequence[str],
         measured: Mapping[tuple[str, Shape], float],
-        records: Records | None = None,
+        pairs: Pairs | None = None,
     ) -> None:
         """Overwrite the family's columns of ``estimate`` [shape, candidate] in place
-        (``records``: the measurements' records, for the pairs timed side by side)."""
+        (``pairs``: the measurements timed side by side)."""
         for column, candidate in enumerate(self.candidates):
             tile = self.tile(candidate)
             if tile is None or not np.isfinite(estimate[:, column]).any():
@@ -144,11 +123,11 @@ class PackedRows:
                 estimate[:, column] = found
             if bound is not None:
                 estimate[[shape[0] > bound for shape in shapes], column] = math.inf
-        if records:
-            self._beside_data_tiling(estimate, shapes, records)
+        if pairs is not None:
+            self._beside_data_tiling(estimate, shapes, pairs)
 
     def _beside_data_tiling(
-        self, estimate: np.ndarray, shapes: Sequence[Shape], records: Records
+        self, estimate: np.ndarray, shapes: Sequence[Shape], pairs: Pairs
     ) -> None:
         """In a regime where a kernel and data tiling were timed side by side, the kernel's
         estimate is data tiling's times their paired ratio. Each alone is the median of
@@ -162,7 +141,7 @@ class PackedRows:
         for column, candidate in enumerate(self.candidates):
             if column == theirs or self.tile(candidate) is None:
                 continue
-            ratios = self.paired(candidate, build, records)
+            ratios = self.paired(candidate, build, pairs)
             for row, shape in enumerate(shapes):
                 regime = self.regime(candidate, build, shape)
                 ratio = None if regime is None else ratios.get(regime)

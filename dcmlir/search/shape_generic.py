@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import IO, Protocol
@@ -42,13 +42,13 @@ from typing import IO, Protocol
 import numpy as np
 
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
-from dcmlir.measure.loop import Measurer
 from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, steady
+from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
@@ -130,7 +130,7 @@ class ShapeGenericSearch:
     def __init__(
         self,
         workload: Workload,
-        measurer: Measurer,
+        measurer: MeasurerLike,
         model: CostModelLike,
         candidates: Sequence[Candidate],
         settings: SearchSettings | None = None,
@@ -142,7 +142,6 @@ class ShapeGenericSearch:
         """``shapes``: the shapes to tune for, when not every combination of the dynamic
         dims' ranges can occur (attention's T x T in a model: only the diagonal)."""
         self.workload = workload
-        self.measurer = measurer
         self.model = model
         self.candidates = list(candidates)
         self.keys = [c.key() for c in self.candidates]
@@ -168,35 +167,25 @@ class ShapeGenericSearch:
         self.floor = None
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
-        self.measured: dict[tuple[str, Shape], float] = {}
-        self.records: dict[tuple[str, Shape], Record] = {}
-        self.measured_now = 0
+        self.book = MeasuredPairs(measurer, self.keys, self.shape_index)
+        self.measured, self.records = self.book.seconds, self.book.records
         self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
         self.duel = FamilyDuel(self.candidates, self.settings.budget, self.settings.duel_share)
 
     # -- measuring ---------------------------------------------------------------------------
     @property
     def used(self) -> int:
-        return len(self.measured)
+        return len(self.book)
 
-    def _measure(self, pairs: Sequence[tuple[Candidate, Shape]], calls: int | None = None) -> None:
-        """Time ``pairs`` (call by call, ``calls`` each, when given) and refit."""
-        fresh = [(c, s) for c, s in pairs if (c.key(), s) not in self.measured]
-        if not fresh:
-            return
-        report = self.measurer.measure_pairs(fresh, calls=calls)
-        self.measured_now += report.measured
-        # In the order asked, not the order the measurer found them (records first, then
-        # timed largest shape first): a resumed run then feeds the model and the estimate
-        # the same sequence as an uninterrupted one, down to the last bit of every float.
-        asked = {(c.key(), s): None for c, s in fresh}
-        for pair in [*asked, *(p for p in report.records if p not in asked)]:
-            record = report.records.get(pair)
-            if record is None:
-                continue
-            self.records[pair] = record
-            self.measured[pair] = record.median if record.ok else math.inf
-        self.model.update([r for r in self.records.values() if r.ok])
+    def _measure(
+        self,
+        pairs: Sequence[tuple[Candidate, Shape]],
+        calls: int | None = None,
+        again: Collection[Shape] = (),
+    ) -> None:
+        """Time ``pairs`` (:meth:`MeasuredPairs.measure`) and refit."""
+        if self.book.measure(pairs, calls, again):
+            self.model.update([r for r in self.records.values() if r.ok])
 
     # -- estimating --------------------------------------------------------------------------
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +225,7 @@ class ShapeGenericSearch:
         for column, count in failed.items():
             if count == runs[column]:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
-        self.rows.estimate(estimate, self.shapes, self.keys, self.measured, self.records)
+        self.rows.estimate(estimate, self.shapes, self.keys, self.measured, self.book.pairs())
         for (key, shape), seconds in self.measured.items():
             if key not in column_of or shape not in self.shape_index:
                 continue
@@ -333,8 +322,9 @@ class ShapeGenericSearch:
         near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
         margin = self.settings.tie_margin
         regions = self._needing_pairs(regions)
-        regime = self.rows.regimes(self.shapes, self.records)
-        return against_builds(builds, near, distance, regions, rows, self._seconds, margin, regime)
+        regime, again = self.rows.regimes(self.shapes, self.book.pairs()), self.book.again_logs
+        args = (near, distance, regions, rows, self._seconds, margin, regime, again)
+        return against_builds(builds, *args)
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
         """``regions`` less data tiling's where the weight is a constant: packed once, data
@@ -455,9 +445,8 @@ class ShapeGenericSearch:
             # the last measurements go in small rounds, each proving what it changed first
             spread = remaining - self.settings.reserve
             limit = min(spread, settings.verify_batch) if spread > 0 else settings.max_kernels
-            duel = self.duel.pairs(
-                estimate, self.shapes, settings, self._seconds, self.rows.tile, remaining
-            )
+            seconds, tile, again = self._seconds, self.rows.tile, self.book.again_logs
+            duel = self.duel.pairs(estimate, self.shapes, settings, seconds, tile, remaining, again)
             floor = self._floor_wants(estimate)  # side by side, call by call, as a duel
             pairs = (
                 duel
@@ -467,7 +456,8 @@ class ShapeGenericSearch:
             )
             if not pairs:
                 break
-            self._measure(pairs[:remaining], settings.duel_calls if duel or floor else None)
+            calls = settings.duel_calls if duel or floor else None
+            self._measure(pairs[:remaining], calls, self.duel.again if duel else frozenset())
             rounds += 1
         progress.set(progress.total)
         estimate, predicted = self.estimate()
@@ -482,7 +472,7 @@ class ShapeGenericSearch:
             predicted=predicted,
             measured=dict(self.measured),
             measurements=self.used,
-            measured_now=self.measured_now,
+            measured_now=self.book.measured_now,
             rounds=rounds,
             seconds=time.perf_counter() - start,
             history=history,

@@ -141,10 +141,14 @@ class ReplayMeasurer:
         return len(self._answered)
 
     def measure_pairs(
-        self, pairs: Sequence[tuple[Candidate, Shape]], calls: int | None = None
+        self,
+        pairs: Sequence[tuple[Candidate, Shape]],
+        calls: int | None = None,
+        again: bool = False,
     ) -> MeasureReport:
         """The recorded outcome of every pair; nothing is answered if one is not recorded
-        (however it was sampled: ``calls`` is the search's wish, not the records')."""
+        (however it was sampled: ``calls`` and ``again`` are the search's wishes, not the
+        records': a pair timed again is its one record once more)."""
         wanted = [(candidate.key(), tuple(shape)) for candidate, shape in pairs]
         missing = [pair for pair in wanted if pair not in self.table.records]
         if missing:
