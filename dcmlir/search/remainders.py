@@ -40,8 +40,9 @@ REACH = 4.0
 """How far one measurement speaks for a kernel: to the shapes whose dynamic extents'
 ratios to the measured one's multiply to within this factor to the power of the number
 of dynamic loops that vary on their own (tied loops, attention's T x T in a model,
-count once): on one loop, within 4x; on a T x T' grid, a product of the two ratios
-within 16 (:func:`axis_distance`). Without a reach, a kernel measured only at T = 1 (a
+count once), each ratio within it too: on one loop, within 4x; on a T x T' grid, each
+ratio within 4x and their product within 16 (:func:`axis_distance`,
+:func:`log_distance`). Without a reach, a kernel measured only at T = 1 (a
 remainder on every loop, so its class covers all others) kept T = 17..127 of attention
 scores at 0.59 of the oracle (quality replay, budget 110). With 4 on each of two free
 loops (a square: attention context tuned on its 256-shape T x T' grid), proofs took the
@@ -49,7 +50,9 @@ whole budget of 240 before IREE's default was measured beside them, and 28 of 40
 the default, up to 2.5x slower than data tiling. With 16 on each (the square that
 replaced it), one measurement at 16 x 16 spoke for T = 1..128 of the diagonal, and
 kernels measured there ran at T = 5..7 and 11..14, 1.2-1.4x slower than the default
-(benchmarks/never_slower.py)."""
+(benchmarks/never_slower.py). With the product alone, one ratio could reach 16x: a
+kernel measured at 5 x 30 (0.64x the default's time) kept 23 x 23 of attention scores,
+where it ran 1.3-1.4x slower."""
 
 Points = list[tuple[int, float]]
 """(shape row, log ratio measured/predicted) of one candidate's measurements."""
@@ -76,6 +79,7 @@ class RemainderClasses:
         self.distance = axis_distance(self.shapes)
         free_loops = len(_axes(self.shapes))  # tied loops count once
         self.near = self.distance <= math.log(reach) * free_loops + 1e-9
+        self.near &= log_distance(self.shapes) <= math.log(reach) + 1e-9  # no loop farther
         self._covers: dict[int, np.ndarray] = {}  # column -> cover matrix (masks are fixed)
 
     def with_default(self, default_tile: int) -> np.ndarray:
