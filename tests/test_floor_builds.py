@@ -55,6 +55,26 @@ def test_two_pairs_that_disagree_are_bisected_to_the_crossing(crossing: int) -> 
     assert above / below <= RESOLUTION
 
 
+def test_pairs_the_floor_did_not_ask_for_do_not_spend_its_share() -> None:
+    """Both builds measured at eight rows by the kernels' proofs (data tiling slower at
+    each, up to T = 40): the floor still bisects between them and the range's end, where
+    it is faster, with its own pairs (at budget 60 on attention context's grid, 7 of 9
+    pairs were the proofs', and the floor stopped before the crossing)."""
+    shapes = [(t,) for t in range(1, 129)]
+    seconds: dict[tuple[int, int], float] = {}
+    for t in (1, 2, 3, 5, 8, 13, 21, 34, 40, 128):  # the ends and the proofs' pairs
+        seconds[DEFAULT, t - 1] = 1e-5
+        seconds[TILED, t - 1] = 1e-5 * (1.6 if t < 90 else 0.6)
+    floor = FloorBuilds(shapes, DEFAULT, TILED)
+    row = floor.boundary_row(lambda c, r: seconds.get((c, r)), max_pairs=4)
+    assert row is not None and 40 < shapes[row][0] < 128
+    seconds[DEFAULT, row], seconds[TILED, row] = 1e-5, 1e-5 * (1.6 if row < 89 else 0.6)
+    row = floor.boundary_row(lambda c, r: seconds.get((c, r)), max_pairs=4)
+    assert row is not None  # the second of its own: with the two ends, its share of four
+    seconds[DEFAULT, row], seconds[TILED, row] = 1e-5, 1e-5 * (1.6 if row < 89 else 0.6)
+    assert floor.boundary_row(lambda c, r: seconds.get((c, r)), max_pairs=4) is None
+
+
 def test_the_ranges_ends_come_first() -> None:
     """Pairs at T = 9 (data tiling faster by one sample) and 128 only: T = 1 is measured
     next, and the stretch below 9 where data tiling is slower is found from there."""
