@@ -26,6 +26,7 @@ class MeasurerLike(Protocol):
     def measure_pairs(
         self,
         pairs: Sequence[tuple[Candidate, Shape]],
+        *,
         calls: int | None = None,
         again: bool = False,
     ) -> MeasureReport: ...
