@@ -11,7 +11,7 @@
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
-// TD: emit_dispatch.mlir:[[# @LINE + 90]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+// TD: emit_dispatch.mlir:[[# @LINE + 81]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
 
 // The encodings of @packed's kernels: M's iteration size ? for the weight and the fallback,
 // the kernel's bound (4, 16) in its branches.
@@ -39,10 +39,9 @@
 // The DietCode dense layer, M in 1..16, 3 kernels: M <= 4 -> the skinny
 // kernel, 5..8 -> IREE's default, 9..16 -> the square one. Outside 1..16
 // (0 included) the op runs without a config (IREE's own lowering). Inside, the
-// tree is evaluated with nested scf.if yielding an index (only the compares on
-// the shape's own path run) to a position among the distinct kernels it uses
-// (0: default, 1: skinny, 2: square), and a balanced scf.if search over the
-// positions runs one clone per kernel.
+// tree is evaluated with arith.select to a position among the distinct kernels
+// it uses (0: default, 1: skinny, 2: square), and a balanced scf.if search over
+// the positions runs one clone per kernel.
 // CHECK-LABEL: func.func @dense
 // CHECK-SAME: (%[[X:.*]]: tensor<?x768xf32>, %[[W:.*]]: tensor<768x768xf32>) -> tensor<?x768xf32>
 // CHECK: %[[INIT:.*]] = linalg.fill
@@ -59,21 +58,13 @@
 // CHECK-NEXT: } else {
 // CHECK-NEXT: %[[C8:.*]] = arith.constant 8 : index
 // CHECK-NEXT: %[[LE8:.*]] = arith.cmpi ule, %[[M]], %[[C8]] : index
-// CHECK-NEXT: %[[CASE:.*]] = scf.if %[[LE8]] -> (index) {
 // CHECK-NEXT: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-NEXT: %[[LE4:.*]] = arith.cmpi ule, %[[M]], %[[C4]] : index
-// CHECK-NEXT: %[[SEL4:.*]] = scf.if %[[LE4]] -> (index) {
 // CHECK-NEXT: %[[SKINNY_POS:.*]] = arith.constant 1 : index
-// CHECK-NEXT: scf.yield %[[SKINNY_POS]] : index
-// CHECK-NEXT: } else {
 // CHECK-NEXT: %[[DEFAULT_POS:.*]] = arith.constant 0 : index
-// CHECK-NEXT: scf.yield %[[DEFAULT_POS]] : index
-// CHECK-NEXT: }
-// CHECK-NEXT: scf.yield %[[SEL4]] : index
-// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[SEL4:.*]] = arith.select %[[LE4]], %[[SKINNY_POS]], %[[DEFAULT_POS]] : index
 // CHECK-NEXT: %[[SQUARE_POS:.*]] = arith.constant 2 : index
-// CHECK-NEXT: scf.yield %[[SQUARE_POS]] : index
-// CHECK-NEXT: }
+// CHECK-NEXT: %[[CASE:.*]] = arith.select %[[LE8]], %[[SEL4]], %[[SQUARE_POS]] : index
 // CHECK-NEXT: %[[P0:.*]] = arith.constant 0 : index
 // CHECK-NEXT: %[[IS0:.*]] = arith.cmpi ule, %[[CASE]], %[[P0]] : index
 // CHECK-NEXT: %[[R0:.*]] = scf.if %[[IS0]] -> (tensor<?x768xf32>) {
@@ -127,21 +118,10 @@ func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768
 // CHECK: } else {
 // CHECK-NEXT: %[[C4B:.*]] = arith.constant 4 : index
 // CHECK-NEXT: %[[MLE4:.*]] = arith.cmpi ule, %[[SM]], %[[C4B]] : index
-// CHECK-NEXT: %[[CASEB:.*]] = scf.if %[[MLE4]] -> (index) {
-// CHECK-NEXT: arith.constant 1 : index
-// CHECK-NEXT: scf.yield
-// CHECK-NEXT: } else {
-// CHECK-NEXT: %[[C8B:.*]] = arith.constant 8 : index
+// CHECK: %[[C8B:.*]] = arith.constant 8 : index
 // CHECK-NEXT: %[[NLE8:.*]] = arith.cmpi ule, %[[SN]], %[[C8B]] : index
-// CHECK-NEXT: %[[BYN:.*]] = scf.if %[[NLE8]] -> (index) {
-// CHECK-NEXT: arith.constant 0 : index
-// CHECK-NEXT: scf.yield
-// CHECK-NEXT: } else {
-// CHECK-NEXT: arith.constant 2 : index
-// CHECK-NEXT: scf.yield
-// CHECK-NEXT: }
-// CHECK-NEXT: scf.yield %[[BYN]] : index
-// CHECK-NEXT: }
+// CHECK: %[[BYN:.*]] = arith.select %[[NLE8]], %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: %[[CASEB:.*]] = arith.select %[[MLE4]], %{{.*}}, %[[BYN]] : index
 // CHECK-NOT: tensor.dim
 // CHECK: arith.cmpi ule, %[[CASEB]]
 // CHECK-NEXT: scf.if

@@ -5,17 +5,16 @@ Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
 dynamic loop extents are read with ``tensor.dim``; a shape outside the tuned range
 runs the op as it was, for IREE's default lowering (which also handles 0 and
 anything above the range);
-inside it, the plan's decision tree, evaluated as nested ``scf.if`` on ``arith.cmpi``
-of the extents (only the path a shape takes, each yielding an ``index``), gives the
-position of the chosen kernel among the distinct
+inside it, the plan's decision tree, evaluated as ``arith.cmpi``/``arith.select``
+on the extents, gives the position of the chosen kernel among the distinct
 kernels the tree uses, and a balanced ``scf.if`` search over those positions runs
 the clone of the op carrying that kernel's ``compilation_info``. One clone per
 distinct kernel, not per leaf, and a nesting depth of log2(kernels): IREE 3.13
 miscompiled the leaf-per-branch form at 8 nested levels around ops that share
 an input (a null buffer in a dispatch at run time, see docs/model_tuning.md).
 IREE compiles one executable per distinct config and a host-side branch cascade
-(docs/design.md, section 8): the dispatch adds host-side compares only, 0.3-1.2% of
-a 10 us call (measured against IREE's default build, side by side).
+(docs/design.md, section 8): the dispatch adds host-side compares only (its cost
+has not been measured apart by dcmlir).
 
 Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
@@ -402,22 +401,13 @@ def _outside_range(plan: WorkloadPlan, dims: dict[int, ir.Value]) -> ir.Value:
 
 
 def _select_tree(node: Node, dims: dict[int, ir.Value], cases: dict[int, int]) -> ir.Value:
-    """The case number (index into the tree's kernels) the tree picks: nested ``scf.if``
-    yielding an ``index``, so a call evaluates the compares on its own path only.
-
-    The earlier form, every node as ``arith.cmpi`` + ``arith.select``, ran the whole tree
-    on each call: a 25-split tree cost 3-4% of a 10 us batch matmul against IREE's default
-    build, this form 0.3-1.2% (docs/design.md section 8). Only scalars cross these
-    regions, not the tensors whose nesting IREE 3.13 miscompiled (the module docstring)."""
+    """The case number (index into the tree's kernels) the tree picks, as arith.select ops."""
     if isinstance(node, Leaf):
         return _index(cases[node.kernel])
     below = arith.CmpIOp(arith.CmpIPredicate.ule, dims[node.loop], _index(node.threshold))
-    branch = scf.IfOp(below.result, [ir.IndexType.get()], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp([_select_tree(node.left, dims, cases)])
-    with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp([_select_tree(node.right, dims, cases)])
-    return branch.results[0]
+    left = _select_tree(node.left, dims, cases)
+    right = _select_tree(node.right, dims, cases)
+    return arith.SelectOp(below.result, left, right).result
 
 
 def _emit_cases(

@@ -22,22 +22,16 @@ _PREDICATES: dict[int, Callable[[int, int], bool]] = {
 
 
 def walk_cascade(
-    func: ir.Operation,
-    arg_shapes: list[tuple[int, ...]],
-    result: int = 0,
-    tree_steps: list[bool] | None = None,
+    func: ir.Operation, arg_shapes: list[tuple[int, ...]], result: int = 0
 ) -> tuple[ir.Operation, list[bool]]:
     """Follow the function's scf.if branches for given argument shapes.
 
     Returns the linalg op that yields the function's result ``result`` on the
-    taken path and the branch taken at each scf.if over tensors (True: then); the
-    branches of the decision tree's scf.if over an index go to ``tree_steps``. Only what
-    the cascade uses is evaluated: constants, tensor.dim of arguments, arith.cmpi,
-    arith.ori, arith.select, scf.if, scf.yield.
+    taken path and the branch taken at each scf.if (True: then). Only what the cascade uses is evaluated: constants,
+    tensor.dim of arguments, arith.cmpi, arith.ori, arith.select, scf.if, scf.yield.
     """
     env: dict[ir.Value, Any] = {}
     path: list[bool] = []
-    steps: list[bool] = [] if tree_steps is None else tree_steps
 
     def run(block: ir.Block) -> Any:
         for op in block.operations:
@@ -57,8 +51,7 @@ def walk_cascade(
                 env[op.result] = env[chosen]
             elif name == "scf.if":
                 taken = bool(env[op.operands[0]])
-                on_index = isinstance(op.results[0].type, ir.IndexType)
-                (steps if on_index else path).append(taken)
+                path.append(taken)
                 env[op.results[0]] = run(op.regions[0 if taken else 1].blocks[0])
             elif name == "scf.yield":
                 return env[op.operands[0]]

@@ -26,7 +26,6 @@ from dcmlir.dispatch import (
     PLAN_FORMAT,
     DecisionTree,
     Leaf,
-    Node,
     Plan,
     PlanError,
     Split,
@@ -541,8 +540,7 @@ def test_cascade_selects_what_the_tree_selects(
         probes = {loop: _probes(ranges[loop]) for loop in loops}
         for values in _shapes([(0, len(probes[loop]) - 1) for loop in loops]):
             dims = {loop: probes[loop][v] for loop, v in zip(loops, values, strict=True)}
-            steps: list[bool] = []
-            reached, path = walk_cascade(func, _arg_shapes(which, dims), tree_steps=steps)
+            reached, path = walk_cascade(func, _arg_shapes(which, dims))
             kernel = workload_plan.select(dims)
             if kernel is None:
                 assert path == [True], dims  # the fallback: first branch of the range check
@@ -550,22 +548,11 @@ def test_cascade_selects_what_the_tree_selects(
                 assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == "fallback"
                 continue
             assert path[0] is False, dims
-            # the tree's compares on this shape's own path only, none of the other nodes'
-            assert steps == _tree_path(workload_plan.tree.root, dims), dims
             # the range check, then a balanced search over the tree's distinct kernels
             position = workload_plan.tree.kernels().index(kernel.index)
             assert len(path) == 1 + _search_depth(position, len(workload_plan.tree.kernels()))
             assert info_text(reached) == expected_info[kernel.index], dims
             assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == kernel.candidate_key
-
-
-def _tree_path(node: Node, dims: dict[int, int]) -> list[bool]:
-    """The tree's decisions for ``dims`` from the root to a leaf (True: ``<=``, left)."""
-    steps = []
-    while isinstance(node, Split):
-        steps.append(dims[node.loop] <= node.threshold)
-        node = node.left if steps[-1] else node.right
-    return steps
 
 
 def _parsed_info(candidate: Candidate, workload: Workload) -> str | None:
