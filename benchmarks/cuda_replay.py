@@ -29,7 +29,7 @@ from bert_workloads import workloads as bert_workloads
 from dcmlir.cost_model import CostModel
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.loading import load_model
-from dcmlir.driver.tuning import workload_plan
+from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.records import RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
 from dcmlir.space import workload_space

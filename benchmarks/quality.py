@@ -50,7 +50,7 @@ from constant_weight_bench import replace_section
 
 from dcmlir.cost_model import CostModel
 from dcmlir.driver.loading import load_model
-from dcmlir.driver.tuning import workload_plan
+from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.records import RecordDatabase
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape

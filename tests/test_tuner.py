@@ -13,6 +13,7 @@ from helpers import DENSE, SCORES
 import dcmlir
 from dcmlir.dispatch import Plan
 from dcmlir.driver import TuneError, workload_plan
+from dcmlir.driver.plan_tree import SPLIT_SECONDS, dispatch_slowdowns
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.search.shape_generic import SearchResult
@@ -160,6 +161,30 @@ def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
     assert pruned.tree.depth == 0 and pruned.report.geomean_slowdown <= 0.01
     exact = workload_plan(search, 64, "config")
     assert exact.report.accuracy == 1.0 and exact.report.leaves == 16
+
+
+def test_a_tree_is_no_deeper_than_its_own_cost_per_call_allows() -> None:
+    """Each split costs every call (SPLIT_SECONDS): two kernels 5% apart, alternating by
+    shape, are worth an exact tree on 1 ms calls, not on 2 us calls, where its 15 splits
+    would cost every shape 8% for a 5% gain on half of them."""
+    shapes = [(m,) for m in range(1, 17)]
+    kernels = [
+        candidate_from_key("cpu:wg8x128:v1x16:k8"),
+        candidate_from_key("cpu:wg32x32:v8x16:k4"),
+    ]
+    alternating = np.array([[1.0, 1.05] if m % 2 else [1.05, 1.0] for (m,) in shapes])
+    choice = {s: int(s[0] % 2 == 0) for s in shapes}
+    long_calls = workload_plan(
+        dense_search(shapes, kernels, alternating * 1e-3, choice), None, "config"
+    )
+    assert long_calls.report.accuracy == 1.0 and len(long_calls.tree.splits()) == 15
+    short = dense_search(shapes, kernels, alternating * 2e-6, choice)
+    short_calls = workload_plan(short, None, "config")
+    assert short_calls.tree.depth == 0
+    exact = workload_plan(short, 64, "config")
+    predicted = {s: list(short.estimate[i]) for i, s in enumerate(shapes)}
+    cut, exact_cost = (dispatch_slowdowns(p, predicted, choice)[0] for p in (short_calls, exact))
+    assert cut < exact_cost and exact_cost == pytest.approx(15 * SPLIT_SECONDS / 2e-6, rel=1e-6)
 
 
 def test_a_shallower_tree_never_costs_a_shape_more_than_3_percent() -> None:

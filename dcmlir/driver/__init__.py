@@ -21,6 +21,7 @@ from dcmlir.driver.loading import (
     lower_to_global_optimization,
 )
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
+from dcmlir.driver.plan_tree import TREE_TOLERANCE, workload_plan
 from dcmlir.driver.roles import (
     BuilderFactory,
     CostModelFactory,
@@ -28,13 +29,7 @@ from dcmlir.driver.roles import (
     Roles,
     RunnerFactory,
 )
-from dcmlir.driver.tuning import (
-    PROBES_FROM,
-    TREE_TOLERANCE,
-    target_with_threads,
-    tune,
-    workload_plan,
-)
+from dcmlir.driver.tuning import PROBES_FROM, target_with_threads, tune
 
 __all__ = [
     "GLOBAL_OPT",

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from dcmlir.build.inspect import with_cached_figures
-from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.dispatch import Plan
 from dcmlir.driver.loading import GLOBAL_OPT, LoadedModel, TuneError, check_writable, load_model
 from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
+from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.driver.retuning import retuned_in_one_layout, retuned_without_rejected
 from dcmlir.driver.roles import (
     BuilderFactory,
@@ -62,14 +63,6 @@ from dcmlir.workload import Workload
 PROBES_FROM = 2 * len(PROBE_FRACTIONS)
 """Budget per workload from which IREE's default is probed for the split (half of it at
 most goes to probes); below that the shares are FLOPs shares."""
-TREE_TOLERANCE = 0.01
-"""A shallower tree is kept when its picks cost at most 1% more than the selection's
-(estimated, geomean and total over the training shapes) ..."""
-TREE_SHAPE_TOLERANCE = 0.03
-"""... and at most 3% more at every one of those shapes: a shallower tree must not
-give a range of small shapes a kernel the selection found slower there (measured on an
-H100: a depth-2 tree within 1% overall ran T = 1-3 at 0.60x of IREE's default, which the
-selection had kept there)."""
 SHORT_CALL = 250e-6
 """Seconds per call below which a shape's candidates are timed call by call while tuning
 (:attr:`~dcmlir.measure.timing.MeasureSettings.call_by_call_below`): 50 samples of one call
@@ -333,56 +326,6 @@ def _space_of(target: Target, workload: Workload) -> list[Candidate]:
         return space
     real = with_cached_figures(workload, target, space)
     return [c for c in real if not c.problems(target)]
-
-
-def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> WorkloadPlan:
-    """The plan of one searched workload: its kernels, choices and the costs behind them.
-
-    Without ``max_depth`` the tree is the shallowest one whose picks cost within
-    :data:`TREE_TOLERANCE` of the selection overall and within :data:`TREE_SHAPE_TOLERANCE`
-    at every shape: the selection often alternates between
-    near-equal kernels from one shape to the next, which an exact tree pays for with
-    dozens of splits (and kernels) and no speed.
-    """
-    predicted: dict[tuple[int, ...], list[float]] = {}
-    measured: dict[tuple[int, ...], float | None] = {}
-    for shape in search.shapes:
-        row = []
-        for index in range(len(search.kernels)):
-            seconds, _ = search.kernel_cost(shape, index)
-            row.append(seconds)
-        predicted[shape] = row
-        seconds, was_measured = search.kernel_cost(shape, search.choice[shape])
-        measured[shape] = seconds if was_measured and math.isfinite(seconds) else None
-
-    def fitted(depth: int | None) -> WorkloadPlan:
-        return WorkloadPlan.build(
-            search.workload,
-            search.kernels,
-            search.choice,
-            predicted,
-            measured,
-            depth,
-            routes=route,
-        )
-
-    if max_depth is not None:
-        return fitted(max_depth)
-    exact = fitted(None)
-    for depth in range(exact.tree.depth):
-        candidate = fitted(depth)
-        report = candidate.report
-        if (
-            _within(report.geomean_slowdown)
-            and _within(report.total_slowdown)
-            and _within(report.worst_slowdown, TREE_SHAPE_TOLERANCE)
-        ):
-            return candidate
-    return exact
-
-
-def _within(slowdown: float | None, tolerance: float = TREE_TOLERANCE) -> bool:
-    return slowdown is None or slowdown <= tolerance
 
 
 def _probe_defaults(
