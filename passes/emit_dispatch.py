@@ -4,17 +4,16 @@ Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
 (docs/design.md, section 8 (plans, the decision tree and the dispatch shape)): the
 dynamic loop extents are read with ``tensor.dim``; a shape outside the tuned range
 runs the op as it was, for IREE's default lowering (which also handles 0 and
-anything above the range);
-inside it, the plan's decision tree, evaluated as ``arith.cmpi``/``arith.select``
-on the extents, gives the position of the chosen kernel among the distinct
-kernels the tree uses, and a balanced ``scf.if`` search over those positions runs
-the clone of the op carrying that kernel's ``compilation_info``. One clone per
-distinct kernel, not per leaf, and a nesting depth of log2(kernels): IREE 3.13
-miscompiled the leaf-per-branch form at 8 nested levels around ops that share
-an input (a null buffer in a dispatch at run time, see docs/model_tuning.md).
-IREE compiles one executable per distinct config and a host-side branch cascade
-(docs/design.md, section 8): the dispatch adds host-side compares only (its cost
-has not been measured apart by dcmlir).
+anything above the range); inside it, a large tree's top levels are ``scf.if``
+branches and the subtree a shape reaches, evaluated as ``arith.cmpi``/``arith.select``
+(:mod:`dcmlir.dispatch.branching`: about 11 ns a split per call), gives the position
+of the chosen kernel among the subtree's kernels, and a balanced ``scf.if`` search
+over those positions runs the clone of the op carrying that kernel's
+``compilation_info``. One clone per distinct kernel (per side of a branch), not per
+leaf, and a nesting depth of log2(kernels): IREE 3.13 miscompiled the leaf-per-branch
+form at 8 nested levels around ops that share an input (a null buffer in a dispatch at
+run time, see docs/model_tuning.md), and ran the wrong kernel with the tree as nested
+``scf.if`` over an index (docs/design.md, section 8).
 
 Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
@@ -39,7 +38,8 @@ from dataclasses import dataclass, field
 from dcmlir.codegen.branches import PackedBranch, PackedForms
 from dcmlir.codegen.fusion import FusedGroup, fused_consumers
 from dcmlir.codegen.packed import dispatch_region, loop_dims, region_return
-from dcmlir.dispatch import Leaf, Node, Plan, PlanError, WorkloadPlan
+from dcmlir.dispatch import Leaf, Node, Plan, PlanError, Split, WorkloadPlan
+from dcmlir.dispatch.branching import branch_levels, is_branched, kernels_under
 from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.passes.split_entry import LEFT_TO_IREE
@@ -321,13 +321,9 @@ def _rewrite(target: _Target) -> None:
                 branch = packed.branch(fallback, any_size=True)
                 scf.YieldOp(_clone_group(target, sizes, FALLBACK, None, branch))
         with ir.InsertionPoint(cascade.else_block):
-            if len(kernels) == 1:
-                chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
-            else:
-                positions = {kernel: position for position, kernel in enumerate(kernels)}
-                case = _select_tree(target.plan.tree.root, dims, positions)
-                chosen = _emit_cases(target, sizes, case, kernels, result_types, packed)
-            scf.YieldOp(chosen)
+            levels = branch_levels(target.plan.tree)
+            root = target.plan.tree.root
+            scf.YieldOp(_emit_tree(target, sizes, root, dims, result_types, packed, levels))
         results = list(cascade.results)
         if _function_of(op) == "util.func" or _inside_loop(op):
             results = [_tie_shape(value, sizes) for value in results]
@@ -398,6 +394,35 @@ def _outside_range(plan: WorkloadPlan, dims: dict[int, ir.Value]) -> ir.Value:
     for check in checks[1:]:
         outside = arith.OrIOp(outside, check).result
     return outside
+
+
+def _emit_tree(
+    target: _Target,
+    sizes: Sequence[ir.Value],
+    node: Node,
+    dims: dict[int, ir.Value],
+    result_types: list[ir.Type],
+    packed: PackedForms,
+    levels: int,
+) -> list[ir.Value]:
+    """The kernel ``node``'s subtree picks: its top splits as ``scf.if`` branches while
+    :func:`~dcmlir.dispatch.branching.is_branched` (each side evaluates its own subtree),
+    then the subtree as selects and the balanced search over its kernels."""
+    kernels = kernels_under(node)
+    if len(kernels) == 1:
+        return _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
+    if is_branched(node, levels):
+        assert isinstance(node, Split)
+        below = arith.CmpIOp(arith.CmpIPredicate.ule, dims[node.loop], _index(node.threshold))
+        branch = scf.IfOp(below.result, result_types, has_else=True)
+        for block, side in ((branch.then_block, node.left), (branch.else_block, node.right)):
+            with ir.InsertionPoint(block):
+                picked = _emit_tree(target, sizes, side, dims, result_types, packed, levels - 1)
+                scf.YieldOp(picked)
+        return list(branch.results)
+    positions = {kernel: position for position, kernel in enumerate(target.plan.tree.kernels())}
+    case = _select_tree(node, dims, positions)
+    return _emit_cases(target, sizes, case, kernels, result_types, packed)
 
 
 def _select_tree(node: Node, dims: dict[int, ir.Value], cases: dict[int, int]) -> ir.Value:

@@ -22,12 +22,16 @@ _PREDICATES: dict[int, Callable[[int, int], bool]] = {
 
 
 def walk_cascade(
-    func: ir.Operation, arg_shapes: list[tuple[int, ...]], result: int = 0
+    func: ir.Operation,
+    arg_shapes: list[tuple[int, ...]],
+    result: int = 0,
+    selects: list[bool] | None = None,
 ) -> tuple[ir.Operation, list[bool]]:
     """Follow the function's scf.if branches for given argument shapes.
 
     Returns the linalg op that yields the function's result ``result`` on the
-    taken path and the branch taken at each scf.if (True: then). Only what the cascade uses is evaluated: constants,
+    taken path and the branch taken at each scf.if (True: then); each arith.select evaluated
+    on the way is appended to ``selects``. Only what the cascade uses is evaluated: constants,
     tensor.dim of arguments, arith.cmpi, arith.ori, arith.select, scf.if, scf.yield.
     """
     env: dict[ir.Value, Any] = {}
@@ -48,6 +52,8 @@ def walk_cascade(
                 env[op.result] = env[op.operands[0]] or env[op.operands[1]]
             elif name == "arith.select":
                 chosen = op.operands[1] if env[op.operands[0]] else op.operands[2]
+                if selects is not None:
+                    selects.append(bool(env[op.operands[0]]))
                 env[op.result] = env[chosen]
             elif name == "scf.if":
                 taken = bool(env[op.operands[0]])

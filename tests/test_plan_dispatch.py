@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from dispatch_interpreter import walk_cascade
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dcmlir.build.compiler import build
@@ -32,6 +32,13 @@ from dcmlir.dispatch import (
     TreeReport,
     WorkloadPlan,
     fit_tree,
+)
+from dcmlir.dispatch.branching import (
+    MAX_NESTING,
+    branch_levels,
+    evaluated_splits,
+    is_branched,
+    kernels_under,
 )
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function
@@ -520,6 +527,8 @@ def _plan_for(
     st.integers(0, 2**32 - 1),
     st.one_of(st.none(), st.integers(1, 3)),
 )
+@example("dense", 1, 12, [0, 1, 2, 3, 4], 7, None)  # 10 splits: top levels branched
+@example("scores", 1, 12, [0, 1, 2, 3, 4], 7, None)  # 37 splits over two loops
 def test_cascade_selects_what_the_tree_selects(
     which: str, lo: int, width: int, pool: list[int], seed: int, depth: int | None
 ) -> None:
@@ -540,7 +549,8 @@ def test_cascade_selects_what_the_tree_selects(
         probes = {loop: _probes(ranges[loop]) for loop in loops}
         for values in _shapes([(0, len(probes[loop]) - 1) for loop in loops]):
             dims = {loop: probes[loop][v] for loop, v in zip(loops, values, strict=True)}
-            reached, path = walk_cascade(func, _arg_shapes(which, dims))
+            selects: list[bool] = []
+            reached, path = walk_cascade(func, _arg_shapes(which, dims), selects=selects)
             kernel = workload_plan.select(dims)
             if kernel is None:
                 assert path == [True], dims  # the fallback: first branch of the range check
@@ -548,9 +558,14 @@ def test_cascade_selects_what_the_tree_selects(
                 assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == "fallback"
                 continue
             assert path[0] is False, dims
-            # the range check, then a balanced search over the tree's distinct kernels
-            position = workload_plan.tree.kernels().index(kernel.index)
-            assert len(path) == 1 + _search_depth(position, len(workload_plan.tree.kernels()))
+            # the range check, the tree's branches on this shape's path, then a balanced
+            # search over the distinct kernels of the subtree it reached
+            branches, subtree = _branches_to(workload_plan.tree, dims)
+            position = subtree.index(kernel.index)
+            assert len(path) == 1 + branches + _search_depth(position, len(subtree)), dims
+            assert len(path) <= MAX_NESTING
+            # the selects evaluated: the reached subtree's splits, what the plan charges
+            assert branches + len(selects) == evaluated_splits(workload_plan.tree, dims), dims
             assert info_text(reached) == expected_info[kernel.index], dims
             assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == kernel.candidate_key
 
@@ -565,6 +580,17 @@ def _probes(bounds: tuple[int, int]) -> list[int]:
     """Every value in range, 0, and two above it."""
     lo, hi = bounds
     return sorted({*range(lo, hi + 1), 0, hi + 1, hi + 7})
+
+
+def _branches_to(tree: DecisionTree, dims: dict[int, int]) -> tuple[int, list[int]]:
+    """The tree's branches (scf.if) on the path of ``dims`` and the kernels of the
+    subtree it reaches."""
+    node, levels, branches = tree.root, branch_levels(tree), 0
+    while is_branched(node, levels):
+        assert isinstance(node, Split)
+        node = node.left if dims[node.loop] <= node.threshold else node.right
+        branches, levels = branches + 1, levels - 1
+    return branches, kernels_under(node)
 
 
 def _search_depth(position: int, count: int) -> int:

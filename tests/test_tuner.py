@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from helpers import DENSE, SCORES
 
 import dcmlir
 from dcmlir.dispatch import Plan
+from dcmlir.dispatch.branching import evaluated_splits
 from dcmlir.driver import TuneError, workload_plan
 from dcmlir.driver.plan_tree import SPLIT_SECONDS, dispatch_slowdowns
 from dcmlir.ir.iree import load_function
@@ -164,9 +166,9 @@ def test_tree_is_pruned_to_the_tolerance_but_an_asked_depth_is_kept() -> None:
 
 
 def test_a_tree_is_no_deeper_than_its_own_cost_per_call_allows() -> None:
-    """Each split costs every call (SPLIT_SECONDS): two kernels 5% apart, alternating by
-    shape, are worth an exact tree on 1 ms calls, not on 2 us calls, where its 15 splits
-    would cost every shape 8% for a 5% gain on half of them."""
+    """Each split a call evaluates costs it (SPLIT_SECONDS): two kernels 5% apart,
+    alternating by shape, are worth an exact tree on 1 ms calls, not on 2 us calls, where
+    the splits each call evaluates would cost it more than the 5% it gains on half of them."""
     shapes = [(m,) for m in range(1, 17)]
     kernels = [
         candidate_from_key("cpu:wg8x128:v1x16:k8"),
@@ -174,17 +176,19 @@ def test_a_tree_is_no_deeper_than_its_own_cost_per_call_allows() -> None:
     ]
     alternating = np.array([[1.0, 1.05] if m % 2 else [1.05, 1.0] for (m,) in shapes])
     choice = {s: int(s[0] % 2 == 0) for s in shapes}
-    long_calls = workload_plan(
-        dense_search(shapes, kernels, alternating * 1e-3, choice), None, "config"
-    )
+    long = dense_search(shapes, kernels, alternating * 1e-3, choice)
+    long_calls = workload_plan(long, None, "config")
     assert long_calls.report.accuracy == 1.0 and len(long_calls.tree.splits()) == 15
     short = dense_search(shapes, kernels, alternating * 2e-6, choice)
     short_calls = workload_plan(short, None, "config")
     assert short_calls.tree.depth == 0
     exact = workload_plan(short, 64, "config")
     predicted = {s: list(short.estimate[i]) for i, s in enumerate(shapes)}
+    evaluated = [evaluated_splits(exact.tree, {0: m}) for (m,) in shapes]
+    assert sum(evaluated) < 15 * len(shapes)  # branches on the path, then one subtree
     cut, exact_cost = (dispatch_slowdowns(p, predicted, choice)[0] for p in (short_calls, exact))
-    assert cut < exact_cost and exact_cost == pytest.approx(15 * SPLIT_SECONDS / 2e-6, rel=1e-6)
+    want = math.exp(np.mean([math.log1p(n * SPLIT_SECONDS / 2e-6) for n in evaluated])) - 1
+    assert cut < exact_cost and exact_cost == pytest.approx(want, rel=1e-6)
 
 
 def test_a_shallower_tree_never_costs_a_shape_more_than_3_percent() -> None:

@@ -1,13 +1,13 @@
 """How deep a workload's dispatch tree is: shallow where the selection allows, and never
 so deep that evaluating it costs the calls more than its picks save.
 
-The dispatch evaluates every split of the tree on each call (``arith.cmpi`` +
-``arith.select`` in IREE's VM on the host: docs/design.md section 8 says why not only
-the path). That is a cost per call that grows with the splits: on the EPYC, the
-40-split tree of ``heldout_scores_h80`` cost 0.45 us per call against a one-compare
-case (10 us calls at T <= 8: 4%), and ``attention_context``'s 67 splits about
-0.7 us on calls of 4-10 us. A tree is therefore judged on its picks' cost plus its
-own, against the selection's (which has none).
+A call evaluates the tree's branches on its path and every split of the subtree it
+reaches (``arith.cmpi`` + ``arith.select`` in IREE's VM on the host:
+:mod:`dcmlir.dispatch.branching`). That is a cost per call that grows with the splits:
+on the EPYC, the 40 splits of ``heldout_scores_h80``'s tree evaluated as selects cost
+0.45 us per call against a one-compare case (10 us calls at T <= 8: 4%). A tree is
+therefore judged on its picks' cost plus its own, against the selection's (which has
+none).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from dcmlir.dispatch import WorkloadPlan
+from dcmlir.dispatch.branching import evaluated_splits
 from dcmlir.search.shape_generic import SearchResult
 from dcmlir.shapes import Shape
 
@@ -38,7 +39,7 @@ H100: a depth-2 tree within 1% overall ran T = 1-3 at 0.60x of IREE's default, w
 selection had kept there)."""
 
 SPLIT_SECONDS = 11e-9
-"""What one split of the tree costs every call: 0.45 us for the 40 splits of
+"""What one split a call evaluates costs it: 0.45 us for the 40 splits of
 ``heldout_scores_h80``'s tree against a one-compare case, side by side on the EPYC
 (IREE 3.13's VM, one thread; docs/benchmarks.md)."""
 
@@ -47,7 +48,7 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
     """The plan of one searched workload: its kernels, choices and the costs behind them.
 
     Without ``max_depth`` the tree is the shallowest one whose picks, with the tree's own
-    cost per call (:data:`SPLIT_SECONDS` a split), cost within :data:`TREE_TOLERANCE` of
+    cost per call (:data:`SPLIT_SECONDS` a split evaluated), cost within :data:`TREE_TOLERANCE` of
     the selection overall and within :data:`TREE_SHAPE_TOLERANCE` at every shape: the
     selection often alternates between near-equal kernels from one shape to the next,
     which an exact tree pays for with dozens of splits (and kernels) and no speed. Where
@@ -92,9 +93,9 @@ def dispatch_slowdowns(
     plan: WorkloadPlan, predicted: Mapping[Shape, Sequence[float]], choice: Mapping[Shape, int]
 ) -> tuple[float, float, float]:
     """(geomean, total, worst) slowdown over the selection of the tree's picks with the
-    tree's own cost added to every call; a shape whose selected kernel has no finite time
-    tells nothing and is left out."""
-    overhead = SPLIT_SECONDS * len(plan.tree.splits())
+    splits each call evaluates added to it; a shape whose selected kernel has no finite
+    time tells nothing and is left out."""
+    loops = plan.tree.loops
     logs: list[float] = []
     mine_total = chosen_total = 0.0
     worst = 0.0
@@ -102,6 +103,7 @@ def dispatch_slowdowns(
         best = float(predicted[shape][picked])
         if not math.isfinite(best) or best <= 0.0:
             continue
+        overhead = SPLIT_SECONDS * evaluated_splits(plan.tree, dict(zip(loops, shape, strict=True)))
         mine = float(predicted[shape][plan.tree.select(shape)]) + overhead
         if not math.isfinite(mine):
             return math.inf, math.inf, math.inf
