@@ -28,6 +28,18 @@ func.func @scores(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>, %init: tenso
 }
 """
 
+CONTEXT = """
+func.func @context(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<12x?x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  return %r : tensor<12x?x64xf32>
+}
+"""
+
 TRANSPOSED = """
 #lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
 #rhs_t = affine_map<(d0, d1, d2) -> (d1, d2)>

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import DENSE
+from helpers import CONTEXT, DENSE
 
 import dcmlir
 from dcmlir.codegen.kernel import kernel_function_text
@@ -71,23 +71,11 @@ func.func @scores(%q: tensor<12x?x64xf32>, %k: tensor<12x64x?xf32>) -> tensor<12
 }
 """
 
-ATTENTION_CONTEXT = """
-func.func @context(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
-  %c1 = arith.constant 1 : index
-  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<12x?x64xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  return %r : tensor<12x?x64xf32>
-}
-"""
-
 WORKLOAD_TEXTS = {
     "dense": DENSE,
     "transposed": TRANSPOSED_B,
     "scores": ATTENTION_SCORES,
-    "context": ATTENTION_CONTEXT,
+    "context": CONTEXT,
 }
 """The four workload kinds of the BERT benchmarks, by name."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CONTEXT
 from test_plan_dispatch import DENSE, dense_plan, run_pass
 
 from dcmlir.build.compiler import build
@@ -23,17 +24,6 @@ from dcmlir.ir.mlir import arith, ir, linalg, parse_module
 from dcmlir.passes.emit_dispatch import FALLBACK, KERNEL_ATTR
 
 DATA = Path(__file__).parent / "data"
-
-CONTEXT = """func.func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
-  %c1 = arith.constant 1 : index
-  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<12x?x64xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  return %r : tensor<12x?x64xf32>
-}
-"""
 
 PROBE_T = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 23, 24, 31, 33, 47, 61, 64, 65, 77, 96, 101, 127)
 
@@ -111,7 +101,7 @@ def test_iree_runs_the_branch_the_plan_picks(case: str) -> None:
 
     (planned,) = plan.workloads
     built = build(probe_module(text, plan), "llvm-cpu", [])
-    function = load_function(built.vmfb, "main" if case != "dense" else "dense")
+    function = load_function(built.vmfb, "context" if case != "dense" else "dense")
     wrong = {}
     for shape in shapes:
         if not all(dims(shape).values()):
