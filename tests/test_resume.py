@@ -230,7 +230,11 @@ def test_killed_at_every_kind_of_point_and_resumed_reaches_the_uninterrupted_pla
     assert whole.returncode == 0, whole.stderr
     expected = records_of(reference.db)
     assert whole.new == sum(r.kind == "measure" for r in expected)
-    assert 12 < whole.new <= 24  # past the kill points, within the budget
+    # past the kill points, within the budget; the search may stop below it when nothing
+    # it estimates can beat its choice: which kernels it estimates so follows the host
+    # (the cost model reads its caches and lanes), and on the EPYC it stopped at 12, data
+    # tiling proved at all six T, where the Xeon went on to 13-24
+    assert 12 <= whole.new <= 24
 
     for hold, run in zip(points, runs, strict=True):
         assert run.returncode == -signal.SIGKILL and run.held == hold
