@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from dcmlir.codegen.branches import PackedBranch, PackedForms
 from dcmlir.codegen.fusion import FusedGroup, fused_consumers
 from dcmlir.codegen.packed import dispatch_region, loop_dims, region_return
-from dcmlir.dispatch import Leaf, Node, Plan, PlanError, Split, WorkloadPlan
-from dcmlir.dispatch.branching import branch_levels, is_branched, kernels_under
+from dcmlir.dispatch import Leaf, Node, Plan, PlanError, Split, WorkloadPlan, kernels_under
+from dcmlir.dispatch.branching import branch_levels, is_branched
 from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.passes.split_entry import LEFT_TO_IREE

@@ -33,13 +33,8 @@ from dcmlir.dispatch import (
     WorkloadPlan,
     fit_tree,
 )
-from dcmlir.dispatch.branching import (
-    MAX_NESTING,
-    branch_levels,
-    evaluated_splits,
-    is_branched,
-    kernels_under,
-)
+from dcmlir.dispatch.branching import MAX_NESTING, branch_path, evaluated_splits
+from dcmlir.dispatch.tree import kernels_under
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
@@ -585,11 +580,7 @@ def _probes(bounds: tuple[int, int]) -> list[int]:
 def _branches_to(tree: DecisionTree, dims: dict[int, int]) -> tuple[int, list[int]]:
     """The tree's branches (scf.if) on the path of ``dims`` and the kernels of the
     subtree it reaches."""
-    node, levels, branches = tree.root, branch_levels(tree), 0
-    while is_branched(node, levels):
-        assert isinstance(node, Split)
-        node = node.left if dims[node.loop] <= node.threshold else node.right
-        branches, levels = branches + 1, levels - 1
+    branches, node = branch_path(tree, dims)
     return branches, kernels_under(node)
 
 

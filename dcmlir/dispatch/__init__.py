@@ -18,6 +18,7 @@ from dcmlir.dispatch.tree import (
     decode_float,
     encode_float,
     fit_tree,
+    kernels_under,
     node_from_json,
 )
 from dcmlir.dispatch.workload_plan import PlannedDim, PlannedKernel, PlannedShape, WorkloadPlan
@@ -40,5 +41,6 @@ __all__ = [
     "decode_float",
     "encode_float",
     "fit_tree",
+    "kernels_under",
     "node_from_json",
 ]

@@ -16,17 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from dcmlir.dispatch.tree import DecisionTree, Leaf, Node, Split
+from dcmlir.dispatch.tree import DecisionTree, Node, Split, kernels_under, splits_under
 
 __all__ = [
     "BRANCH_ABOVE",
     "MAX_BRANCH_LEVELS",
     "MAX_NESTING",
     "branch_levels",
+    "branch_path",
     "evaluated_splits",
     "is_branched",
-    "kernels_under",
-    "splits_under",
 ]
 
 BRANCH_ABOVE = 4
@@ -38,25 +37,6 @@ MAX_BRANCH_LEVELS = 3
 MAX_NESTING = 6
 """Nested ``scf.if`` at most around a kernel: the range check, the tree's branches and the
 balanced search over kernels (IREE 3.13 failed at run time with 8, passed with 7)."""
-
-
-def splits_under(node: Node) -> int:
-    if isinstance(node, Leaf):
-        return 0
-    return 1 + splits_under(node.left) + splits_under(node.right)
-
-
-def kernels_under(node: Node) -> list[int]:
-    """The distinct kernels of ``node``'s leaves, ascending (the tree's own order)."""
-    found: set[int] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, Leaf):
-            found.add(current.kernel)
-        else:
-            stack += [current.left, current.right]
-    return sorted(found)
 
 
 def branch_levels(tree: DecisionTree) -> int:
@@ -71,14 +51,21 @@ def is_branched(node: Node, levels: int) -> bool:
     return levels > 0 and isinstance(node, Split) and splits_under(node) > BRANCH_ABOVE
 
 
-def evaluated_splits(tree: DecisionTree, dims: Mapping[int, int]) -> int:
-    """The splits a call with ``dims`` evaluates: the branches on its path, then every
-    split of the subtree it reaches (as selects), unless that subtree has one kernel."""
+def branch_path(tree: DecisionTree, dims: Mapping[int, int]) -> tuple[int, Node]:
+    """The branches a call with ``dims`` takes and the subtree it reaches (evaluated as
+    selects)."""
     node, levels, branches = tree.root, branch_levels(tree), 0
     while is_branched(node, levels):
         assert isinstance(node, Split)
         branches += 1
         levels -= 1
         node = node.left if dims[node.loop] <= node.threshold else node.right
+    return branches, node
+
+
+def evaluated_splits(tree: DecisionTree, dims: Mapping[int, int]) -> int:
+    """The splits a call with ``dims`` evaluates: the branches on its path, then every
+    split of the subtree it reaches (as selects), unless that subtree has one kernel."""
+    branches, node = branch_path(tree, dims)
     selects = 0 if len(kernels_under(node)) == 1 else splits_under(node)
     return branches + selects

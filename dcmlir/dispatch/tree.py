@@ -31,7 +31,9 @@ __all__ = [
     "decode_float",
     "encode_float",
     "fit_tree",
+    "kernels_under",
     "node_from_json",
+    "splits_under",
 ]
 
 RANDOM_STATE = 0
@@ -168,7 +170,7 @@ class DecisionTree:
 
     def kernels(self) -> list[int]:
         """The distinct kernels some leaf runs, ascending: what a dispatch has to build."""
-        return sorted({leaf.kernel for leaf in self.leaves()})
+        return kernels_under(self.root)
 
     def to_json(self) -> dict[str, Any]:
         return {"loops": list(self.loops), "root": self.root.to_json()}
@@ -192,6 +194,16 @@ def _nodes(root: Node) -> list[Node]:
         if isinstance(node, Split):
             stack += [node.right, node.left]
     return found
+
+
+def kernels_under(node: Node) -> list[int]:
+    """The distinct kernels of the leaves under ``node``, ascending."""
+    return sorted({leaf.kernel for leaf in _nodes(node) if isinstance(leaf, Leaf)})
+
+
+def splits_under(node: Node) -> int:
+    """The splits under ``node``, itself included."""
+    return sum(isinstance(split, Split) for split in _nodes(node))
 
 
 def _depth(node: Node) -> int:
