@@ -116,6 +116,10 @@ def test_bert_base_is_tuned_at_global_optimization_with_one_plan_per_distinct_wo
     assert report.measurements <= 48 + 6  # a search may end one verification pair over
     parts = [graph.estimates[key].budget for key in graph.workloads]
     assert sum(parts) == 48 - report.probes
+    for item in report.workloads:  # each search starts from its probes, paid for once
+        probed = [s for s in probe_shapes(item.workload) if s in set(item.search.shapes)]
+        assert len(probed) == 4
+        assert all(("default", shape) in item.search.measured for shape in probed)
     # attention's T x T: tuned on the diagonal only, both loops dispatched on
     for item in report.workloads:
         if item.workload.kind.startswith("batch_matmul"):

@@ -270,6 +270,35 @@ def test_the_reserve_proves_measured_kernels_and_brings_in_none(
     assert {key for key, _ in measurer.timed[start:]} <= before
 
 
+def test_known_pairs_are_evidence_from_the_start_and_outside_the_budget(tmp_path: Path) -> None:
+    """IREE's default probed for a model's budget split is handed to each search as known
+    pairs (``dcmlir.tune``): answered from the records, evidence from the first round, not
+    paid for twice. Before, the search asked only for the default at T = 128 again; the
+    README encoder's out projection (a 20-measurement search) then had no pair at T = 1,
+    where the probe had timed the default, and planned IREE's default at every T against
+    packed kernels 3.7x faster there, in two fresh clones of three."""
+    workload = dense_with_range(1, 128)
+    measurer = FakeMeasurer(workload, RecordDatabase(tmp_path / "r.jsonl", fsync=False))
+    probes = [(DefaultCandidate(), (t,)) for t in (1, 33, 65, 128)]
+    measurer.measure_pairs(probes)
+    settings = SearchSettings(budget=20, max_kernels=4, verify_batch=16)
+    search = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        TrivialCostModel(workload, TARGET, seed=0),
+        space_for(TARGET),
+        settings,
+        stream=io.StringIO(),
+        known=probes,
+    )
+    result = search.run()
+    assert all(("default", shape) in result.measured for _, shape in probes)
+    timed = measurer.timed[len(probes) :]
+    assert not {("default", shape) for _, shape in probes} & set(timed)
+    assert result.measurements == len(result.measured) - len(probes) == len(timed)
+    assert result.measurements <= settings.budget
+
+
 def test_a_measurement_at_t1_proves_a_kernel_only_up_to_t4() -> None:
     """T = 1 leaves a remainder on every tiled loop, so its class covers every other; but
     a kernel measured there alone is unproven from T = 5 on (the 4x reach): it kept

@@ -240,6 +240,7 @@ def tune(
                 roles.search_settings(parts[workload.key], max_kernels, seed),
                 stream=stream,
                 shapes=workload.tied_shapes(),
+                known=[(DefaultCandidate(), shape) for shape in probes.get(workload.key, {})],
             ).run()
 
         for workload in found:

@@ -138,9 +138,12 @@ class ShapeGenericSearch:
         cherry_pick: object = None,
         stream: IO[str] | None = None,
         shapes: Sequence[Shape] | None = None,
+        known: Sequence[tuple[Candidate, Shape]] = (),
     ) -> None:
         """``shapes``: the shapes to tune for, when not every combination of the dynamic
-        dims' ranges can occur (attention's T x T in a model: only the diagonal)."""
+        dims' ranges can occur (attention's T x T in a model: only the diagonal);
+        ``known``: pairs timed before the search and paid for there (IREE's default probed
+        for a model's budget split), evidence from the start, not counted in the budget."""
         self.workload = workload
         self.model = model
         self.candidates = list(candidates)
@@ -168,6 +171,8 @@ class ShapeGenericSearch:
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
         self.book = MeasuredPairs(measurer, self.keys, self.shape_index)
+        self.known = [(c, s) for c, s in known if c.key() in self.keys and s in self.shape_index]
+        self.free = 0  # of the book's pairs, the known ones
         self.measured, self.records = self.book.seconds, self.book.records
         self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
         self.duel = FamilyDuel(self.candidates, self.settings.budget, self.settings.duel_share)
@@ -175,7 +180,7 @@ class ShapeGenericSearch:
     # -- measuring ---------------------------------------------------------------------------
     @property
     def used(self) -> int:
-        return len(self.book)
+        return len(self.book) - self.free
 
     def _measure(
         self,
@@ -421,6 +426,9 @@ class ShapeGenericSearch:
             f"budget {settings.budget} measurements",
             file=self.stream,
         )
+        if self.known:  # from the records: no timing, and the default's pairs from the start
+            self._measure(self.known)
+            self.free = len(self.book)
         if self.floor is not None:  # its ends call by call first, as all its pairs (one 0.03 s
             # sample put data tiling 9% behind at 128 x 128, 1.27x ahead in the bench)
             self._measure(self._floor_pairs(self.floor.ends()), settings.duel_calls)
