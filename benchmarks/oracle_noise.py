@@ -18,6 +18,9 @@ interleaved per T. It reports:
 
     python benchmarks/oracle_noise.py [--workloads ...] [--kernels 10]
 
+(``--records`` an oracle of ``benchmarks/oracle.py`` with ``--tuner-protocol``: timed again
+as it was timed.)
+
 writes ``docs/results/oracle_noise.json`` and prints a markdown table.
 
 ``--rescore QUALITY_JSON`` instead times, with 8 rounds of >= 20 ms, the same kernels
@@ -39,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 from bert_workloads import workloads as bert_workloads
+from oracle import known_workloads, load_oracle, protocol
 from quality import load_problem
 
 from dcmlir.measure.loop import Measurer
@@ -99,8 +103,10 @@ def retime(
     return names, old, new, shapes
 
 
-def measure_again(name: str, text: str, records: list, count: int) -> dict:
-    names, old, new, shapes = retime(name, text, records, count, ORACLE_SETTINGS)
+def measure_again(
+    name: str, text: str, records: list, count: int, settings: MeasureSettings = ORACLE_SETTINGS
+) -> dict:
+    names, old, new, shapes = retime(name, text, records, count, settings)
     change = np.abs(np.log((new / new.min(1, keepdims=True)) / (old / old.min(1, keepdims=True))))
     return {
         "kernels": names,
@@ -190,11 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", type=int, default=10)
     parser.add_argument("--out", default=str(ROOT / "docs/results/oracle_noise.json"))
     parser.add_argument("--rescore", metavar="QUALITY_JSON", help="see the module docstring")
+    parser.add_argument(
+        "--tuner-protocol",
+        action="store_true",
+        help="time as benchmarks/oracle.py does (3 samples, short calls call by call)",
+    )
     args = parser.parse_args(argv)
-    records = RecordDatabase(args.records, fsync=False).load()
+    records = load_oracle(args.records)
     if args.rescore:
         return main_rescore(args, records)
-    texts = bert_workloads()
+    texts = known_workloads()
+    settings = protocol() if args.tuner_protocol else ORACLE_SETTINGS
     results = {}
     lines = [
         "| workload | kernels x T | median change | cells > 10% | cells > 25% |"
@@ -203,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name in args.workloads.split(","):
         print(f"== {name}", file=sys.stderr, flush=True)
-        r = results[name] = measure_again(name, texts[name], records, args.kernels)
+        r = results[name] = measure_again(name, texts[name], records, args.kernels, settings)
         lines.append(
             f"| `{name}` | {len(r['kernels'])} x {len(r['shapes'])} |"
             f" {r['median_change']:.1%} | {r['over_10_percent']:.0%} |"

@@ -22,6 +22,7 @@ from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaire
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
+from dcmlir.search.verification import hidden_contenders, verification_wanted
 from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer
@@ -378,3 +379,40 @@ def test_shape_effects_keep_what_several_kernels_agree_on() -> None:
     assert dict(agreed)[2] > 0.3
     assert 0 < dict(alone)[2] < 0.25
     assert shape_effects([]) == []
+
+
+def test_hidden_contenders_are_what_the_model_puts_close_and_the_estimate_hides() -> None:
+    # one shape, pick column 0 (estimated 100); column 1 estimated 200 (an unseen-remainder
+    # penalty) but predicted 98; column 2 predicted 120 (beyond the margin); column 3 would
+    # do, but is measured; column 4 never ran (infinite estimate)
+    estimate = np.array([[100.0, 200.0, 240.0, 101.0, math.inf]])
+    predicted = np.array([[100.0, 98.0, 120.0, 90.0, 50.0]])
+    measured = np.array([[True, False, False, True, False]])
+    assert hidden_contenders(estimate, predicted, [0], measured, 0.15) == [(1, 0)]
+    # the most promising first, across shapes
+    estimate2 = np.vstack([estimate, [[100.0, 300.0, 200.0, 101.0, math.inf]]])
+    predicted2 = np.vstack([predicted, [[100.0, 110.0, 90.0, 90.0, 50.0]]])
+    measured2 = np.vstack([measured, measured])
+    found = hidden_contenders(estimate2, predicted2, [0, 0], measured2, 0.15)
+    assert found == [(2, 1), (1, 0), (1, 1)]
+
+
+def test_verification_asks_for_hidden_contenders_when_nothing_else_is_left() -> None:
+    shapes = [(1,), (2,)]
+    estimate = np.array([[100.0, 200.0, 110.0], [100.0, 200.0, 110.0]])
+    predicted = np.array([[100.0, 95.0, 110.0], [100.0, 300.0, 110.0]])
+    measured = np.array([[False, False, True], [True, False, False]])
+    picks = [0, 2]
+    wanted = verification_wanted(estimate, predicted, shapes, picks, measured, 2, 0.15)
+    # each shape's unmeasured pick, then the chosen kernels within the margin; column 1
+    # (predicted 95 at T = 1 against the pick's 100, estimated 200) waits
+    assert wanted[:3] == [(0, 0), (2, 1), (2, 0)] and (1, 0) not in wanted
+    # once those are measured, column 1 at T = 1 is what is left; T = 2's prediction is not close
+    measured = np.array([[True, False, True], [True, False, True]])
+    assert verification_wanted(estimate, predicted, shapes, picks, measured, 2, 0.15)[-1] == (1, 0)
+    assert (1, 1) not in verification_wanted(estimate, predicted, shapes, picks, measured, 2, 0.15)
+    # the reserve asks for none
+    no_hidden = verification_wanted(
+        estimate, predicted, shapes, picks, measured, 2, 0.15, hidden=False
+    )
+    assert (1, 0) not in no_hidden

@@ -54,7 +54,8 @@ from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
-from dcmlir.shapes import Shape, coarse_to_fine
+from dcmlir.search.verification import verification_wanted
+from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
 from dcmlir.workload import Workload
 
@@ -148,6 +149,7 @@ class ShapeGenericSearch:
         self.model = model
         self.candidates = list(candidates)
         self.keys = [c.key() for c in self.candidates]
+        self.columns = {key: column for column, key in enumerate(self.keys)}
         self.rows = PackedRows(workload, self.candidates)  # the packed family's estimates
         self.settings = settings or SearchSettings()
         self.stream = stream if stream is not None else sys.stderr
@@ -255,41 +257,29 @@ class ShapeGenericSearch:
 
     # -- verifying ---------------------------------------------------------------------------
     def verification_pairs(
-        self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int], limit: int
+        self,
+        estimate: np.ndarray,
+        predicted: np.ndarray,
+        kernels: list[int],
+        choice: dict[Shape, int],
+        limit: int,
+        hidden: bool = True,
     ) -> list[tuple[Candidate, Shape]]:
-        """Unmeasured pairs worth a measurement, most useful first, at most ``limit``."""
-        wanted: list[tuple[int, Shape]] = []
-        # 1. each shape's choice, spread coarse-to-fine over the range
-        per_kernel: dict[int, int] = {}
-        for shape in coarse_to_fine(self.shapes):
-            column = kernels[choice[shape]]
-            if (self.keys[column], shape) in self.measured:
-                continue
-            per_kernel[column] = per_kernel.get(column, 0) + 1
-            if per_kernel[column] <= self.settings.verify_per_kernel:
-                wanted.append((column, shape))
-        # 2. close contenders among the chosen kernels, and the model's favourite overall
-        for shape in coarse_to_fine(self.shapes):
-            row = self.shape_index[shape]
-            best = estimate[row, kernels[choice[shape]]]
-            for column in kernels:
-                if column != kernels[choice[shape]] and estimate[row, column] <= best * (
-                    1 + self.settings.contender_margin
-                ):
-                    wanted.append((column, shape))
-            favourite = int(np.argmin(estimate[row]))
-            if estimate[row, favourite] < best * (1 - self.settings.contender_margin):
-                wanted.append((favourite, shape))
-        pairs: list[tuple[Candidate, Shape]] = []
-        seen: set[tuple[int, Shape]] = set()
-        for column, shape in wanted:
-            if (column, shape) in seen or (self.keys[column], shape) in self.measured:
-                continue
-            seen.add((column, shape))
-            pairs.append((self.candidates[column], shape))
-            if len(pairs) >= limit:
-                break
-        return pairs
+        """Unmeasured pairs worth a measurement, most useful first, at most ``limit``
+        (:func:`.verification.verification_wanted`; ``hidden``: with the contenders the
+        estimate hides, which the reserve leaves alone: a kernel they bring in needs proofs
+        after them)."""
+        picks = [kernels[choice[shape]] for shape in self.shapes]
+        measured = np.zeros(estimate.shape, dtype=bool)
+        for key, shape in self.measured:
+            if key in self.columns and shape in self.shape_index:
+                measured[self.shape_index[shape], self.columns[key]] = True
+        per_kernel, margin = self.settings.verify_per_kernel, self.settings.contender_margin
+        wanted = verification_wanted(
+            estimate, predicted, self.shapes, picks, measured, per_kernel, margin, hidden
+        )
+        found = [p for p in dict.fromkeys(wanted) if not measured[p[1], p[0]]][:limit]
+        return [(self.candidates[column], self.shapes[row]) for column, row in found]
 
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
@@ -460,7 +450,9 @@ class ShapeGenericSearch:
                 duel
                 or floor
                 or self._unproven(estimate, kernels, choice)
-                or self.verification_pairs(estimate, kernels, choice, min(limit, remaining))
+                or self.verification_pairs(
+                    estimate, predicted, kernels, choice, min(limit, remaining), spread > 0
+                )
             )
             if not pairs:
                 break

@@ -1,0 +1,117 @@
+"""Measure a per-shape oracle on this machine: every candidate of the space at every T (issue 14).
+
+``benchmarks/quality.py`` scores each search strategy against such a records file (the
+replay). This script makes one: for each workload, every candidate of
+:func:`dcmlir.space.workload_space` (IREE's default and data tiling included) at each T,
+with the tuner's own protocol (``dcmlir tune``'s, with shorter samples: >= ``--min-time`` each,
+``--rounds`` of them, a shape whose calls are all shorter than 250 us timed call by
+call), the candidates of one T interleaved, every output checked. Resumable: a pair the
+records hold is not timed again.
+
+    python benchmarks/oracle.py --out results/oracle_epyc.jsonl \\
+        --compact docs/results/oracle_epyc.jsonl.gz \\
+        [--workloads dense_qkv,...] [--t 1,2,...] [--min-time 0.01] [--rounds 3]
+
+``--compact``: the records gzipped, less what a replay never reads (``quality.py`` and
+``oracle_noise.py`` read either form).
+
+The BERT-base workloads and the three held-out ones of ``benchmarks/never_slower.py``
+(weights as arguments here, as in the replay) are known by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import io
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bert_workloads import workloads as bert_workloads
+from never_slower import HELD_OUT
+
+from dcmlir.driver.loading import load_model
+from dcmlir.driver.tuning import SHORT_CALL
+from dcmlir.measure.loop import Measurer
+from dcmlir.measure.runner import RunnerSettings
+from dcmlir.measure.timing import MeasureSettings
+from dcmlir.records import Record, RecordDatabase
+from dcmlir.space import workload_space
+from dcmlir.target import target_from_name
+
+ORACLE_T = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 31, 32, 33, 40, 48, 56, 63, 64, 65, 72, 80)
+ORACLE_T += (88, 96, 100, 104, 112, 120, 127, 128)  # the Xeon oracle's 31 T
+
+
+def known_workloads() -> dict[str, str]:
+    return {**bert_workloads(), **HELD_OUT}
+
+
+def protocol(min_time: float = 0.01, rounds: int = 3) -> MeasureSettings:
+    """The tuner's way of timing (``dcmlir tune``), with samples of ``min_time``."""
+    return MeasureSettings(
+        min_time=min_time, rounds=rounds, warmup=min_time, call_by_call_below=SHORT_CALL
+    )
+
+
+def load_oracle(path: str | Path) -> list[Record]:
+    """An oracle's records, from a records file or its gzip (``.jsonl.gz``, as committed)."""
+    if not str(path).endswith(".gz"):
+        return RecordDatabase(path, fsync=False).load()
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [Record.from_line(line) for line in lines if line.strip()]
+
+
+def compact(records: Path, out: Path) -> None:
+    """``records`` gzipped into ``out``, less what a replay never reads (the names a pair
+    was timed beside: 87 per record)."""
+    with gzip.open(out, "wt", encoding="utf-8") as handle:
+        for record in RecordDatabase(records, fsync=False).load():
+            extra = {k: v for k, v in record.extra.items() if k != "together"}
+            handle.write(dataclasses.replace(record, extra=extra).to_line() + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="records file (appended to)")
+    parser.add_argument(
+        "--compact", type=Path, metavar="GZ", help="then write the records gzipped to GZ"
+    )
+    parser.add_argument("--workloads", default=",".join(known_workloads()))
+    parser.add_argument("--t", default=",".join(map(str, ORACLE_T)))
+    parser.add_argument("--min-time", type=float, default=0.01)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    texts = known_workloads()
+    names = args.workloads.split(",")
+    unknown = [n for n in names if n not in texts]
+    if unknown:
+        parser.error(f"unknown workload {unknown[0]} (known: {', '.join(texts)})")
+    ts = sorted({int(t) for t in args.t.split(",")})
+    target = target_from_name("llvm-cpu")
+    settings = RunnerSettings(protocol(args.min_time, args.rounds))
+    db = RecordDatabase(args.out)
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in names:
+            source = Path(scratch) / f"{name}.mlir"
+            source.write_text(texts[name])
+            (workload,) = load_model(source, ["1:128"], io.StringIO()).workloads
+            space = workload_space(target, workload)
+            shapes = [(t,) * len(workload.dynamic_dims) for t in ts]
+            start = time.perf_counter()
+            print(f"== {name}: {len(space)} candidates x {len(ts)} T", file=sys.stderr)
+            with Measurer(workload, target, db, runner_settings=settings) as measurer:
+                report = measurer.measure(space, shapes)
+            failed = sum(not r.ok for r in report.records.values())
+            seconds = time.perf_counter() - start
+            print(f"== {name}: done in {seconds:.0f} s, {failed} failed pairs", file=sys.stderr)
+    if args.compact:
+        compact(args.out, args.compact)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

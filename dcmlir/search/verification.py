@@ -1,0 +1,92 @@
+"""Verification: which unmeasured (candidate, shape) pairs the search measures next.
+
+In order (:func:`verification_wanted`): each shape's pick, a few per kernel spread
+coarse-to-fine over the range; the chosen kernels within a margin of a shape's pick,
+and the candidate estimated fastest there when it beats the pick by the margin; when
+none of these is left to measure, the contenders the estimate hides
+(:func:`hidden_contenders`).
+
+The search's estimate of an unmeasured pair is the model's prediction corrected by what
+the measurements showed, and doubled (:data:`~dcmlir.search.remainders.UNSEEN_REMAINDER`)
+in a remainder class the kernel was never measured in: a safe guess for selection, but
+it hides the pairs that would change the answer from verification, which looks at
+contenders within a margin of the estimate. Records (EPYC oracle replay, `dense_qkv`,
+budget 240): `wg8x128:v4x64:k4`, predicted 252 us at T = 5..7 and measured 212, was
+estimated 479-714 us there, never measured, and the search stopped with 19 measurements
+left while T = 3..7 ran kernels 1.2-1.3x slower; at budget 480 it stopped at 274 with
+the same picks (0.975 of the oracle; 1.000 with them). The model's own prediction is the
+optimistic reading: where it is within the margin of a shape's pick, the pair is worth a
+measurement, but only once nothing else is. Asked for in every round, they took the
+room the picks' own verification had and cost the attention workloads 0.01-0.04 of the
+oracle at budgets 240 and 480; the reserve (the search's last measurements, for proofs)
+asks for none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dcmlir.shapes import Shape, coarse_to_fine
+
+__all__ = ["hidden_contenders", "verification_wanted"]
+
+
+def verification_wanted(
+    estimate: np.ndarray,
+    predicted: np.ndarray,
+    shapes: Sequence[Shape],
+    picks: Sequence[int],
+    measured: np.ndarray,
+    per_kernel: int,
+    margin: float,
+    hidden: bool = True,
+) -> list[tuple[int, int]]:
+    """(column, row) pairs worth a measurement, most useful first (repeats possible):
+    ``picks[row]`` is the column each shape runs, ``measured`` [row, column] what the
+    records hold, ``per_kernel`` how many of a kernel's own shapes per round; ``hidden``:
+    the contenders the estimate hides, when everything else here is measured."""
+    row_of = {shape: row for row, shape in enumerate(shapes)}
+    order = [row_of[shape] for shape in coarse_to_fine(shapes)]
+    wanted: list[tuple[int, int]] = []
+    counts: dict[int, int] = {}
+    for row in order:  # 1. each shape's pick, spread coarse-to-fine over the range
+        column = picks[row]
+        if measured[row, column]:
+            continue
+        counts[column] = counts.get(column, 0) + 1
+        if counts[column] <= per_kernel:
+            wanted.append((column, row))
+    kernels = sorted(set(picks))
+    for row in order:  # 2. close contenders among the chosen kernels, and the favourite
+        best = estimate[row, picks[row]]
+        close = [c for c in kernels if c != picks[row] and estimate[row, c] <= best * (1 + margin)]
+        wanted += [(column, row) for column in close]
+        favourite = int(np.argmin(estimate[row]))
+        if estimate[row, favourite] < best * (1 - margin):
+            wanted.append((favourite, row))
+    if hidden and all(measured[row, column] for column, row in wanted):  # 3. nothing else
+        wanted += hidden_contenders(estimate, predicted, picks, measured, margin)
+    return wanted
+
+
+def hidden_contenders(
+    estimate: np.ndarray,
+    predicted: np.ndarray,
+    picks: Sequence[int],
+    measured: np.ndarray,
+    margin: float,
+) -> list[tuple[int, int]]:
+    """(column, row) pairs not ``measured`` whose prediction or estimate is within
+    ``margin`` of the estimate of the row's pick (``picks[row]``, a column), the most
+    promising (lowest ratio) first."""
+    rows = np.arange(len(picks))
+    best = estimate[rows, np.asarray(picks)]
+    optimistic = np.minimum(estimate, np.where(np.isfinite(estimate), predicted, np.inf))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = optimistic / best[:, None]
+    ratio[measured | ~np.isfinite(ratio)] = np.inf
+    found = np.argwhere(ratio <= 1 + margin)
+    order = np.argsort(ratio[found[:, 0], found[:, 1]], kind="stable")
+    return [(int(found[i, 1]), int(found[i, 0])) for i in order]
