@@ -342,7 +342,6 @@ def summarise(results: Mapping[str, dict], budgets: Sequence[int], seeds: Sequen
             )
             for b in budgets
         }
-    summary["checks"] = checks(results, summary, budgets)
     return summary
 
 
@@ -646,8 +645,9 @@ def main() -> int:
 
 
 def report_outputs(report: dict, out: Path, no_docs: bool) -> int:
-    """The plot, the JSON and the docs section of one report (its checks made again, so a
-    change to them reads old reports too); the section printed."""
+    """The plot, the JSON and the docs section of one report, its checks made here (so a
+    report read back with ``--report-only`` gets them as they are now); the section
+    printed."""
     summary, budgets = report["summary"], report["budgets"]
     summary["checks"] = checks(report["workloads"], summary, budgets)
     report["plot"] = out.with_suffix(".png").name if plot(report, out.with_suffix(".png")) else None

@@ -205,14 +205,13 @@ class ShapeGenericSearch:
         candidate showed near this shape beyond that).
         """
         predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
-        column_of = {key: column for column, key in enumerate(self.keys)}
         observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
         failed: dict[int, int] = {}
         runs: dict[int, int] = {}
         for (key, shape), seconds in self.measured.items():
-            if key not in column_of or shape not in self.shape_index:
+            if key not in self.columns or shape not in self.shape_index:
                 continue
-            row, column = self.shape_index[shape], column_of[key]
+            row, column = self.shape_index[shape], self.columns[key]
             runs[column] = runs.get(column, 0) + 1
             if not math.isfinite(seconds):
                 failed[column] = failed.get(column, 0) + 1
@@ -234,17 +233,17 @@ class ShapeGenericSearch:
                 estimate[:, column] = math.inf  # never ran: a build or run failure
         self.rows.estimate(estimate, self.shapes, self.keys, self.measured, self.book.pairs())
         for (key, shape), seconds in self.measured.items():
-            if key not in column_of or shape not in self.shape_index:
+            if key not in self.columns or shape not in self.shape_index:
                 continue
-            column = column_of[key]
+            column = self.columns[key]
             if math.isfinite(seconds) and self.rows.tile(self.candidates[column]) is not None:
                 continue  # a tile-grid kernel: the mean of its tile count, not one sample
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
             self.floor.estimate(estimate, self._floor_seconds)
         for (key, _), record in self.records.items():
-            if key in column_of and wrong_results(record):
-                estimate[:, column_of[key]] = math.inf  # miscompiled once: trusted nowhere
+            if key in self.columns and wrong_results(record):
+                estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
         return estimate, predicted
 
     # -- selecting ---------------------------------------------------------------------------
