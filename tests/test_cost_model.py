@@ -31,6 +31,7 @@ from dcmlir.cost_model import (
 from dcmlir.cost_model.__main__ import main as report_main
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search import model_graph
+from dcmlir.search.floor_builds import default_waste
 from dcmlir.space import CpuCandidate, CudaCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget, CudaTarget, target_from_json
 from dcmlir.workload import BATCH, DimSource, K, LoopDim, M, N, Workload
@@ -385,6 +386,54 @@ def test_the_default_learns_its_own_tile():
     model.update(records)
     assert model.default_tile == 16 and model.default_tile_fitted
     assert model.throughput(DefaultCandidate()) == pytest.approx(rates["default"], rel=1e-9)
+
+
+def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
+    """Attention context (K = T dynamic): IREE's default pads M to 8 and K to 16, flat from
+    9 x 9 to 16 x 16 (never_slower.py); the model learns both, so its prediction steps
+    where the default does and :func:`default_waste` says by how much."""
+    workload = Workload(
+        op_name="linalg.batch_matmul",
+        kind="batch_matmul",
+        layout="bmk,bkn->bmn",
+        dims=(
+            LoopDim(0, BATCH, 12, DimSource(0, 0)),
+            LoopDim(1, M, None, DimSource(0, 1), (1, 128)),
+            LoopDim(2, N, 64, DimSource(1, 2)),
+            LoopDim(3, K, None, DimSource(0, 2), (1, 128)),
+        ),
+        element_types=("f32", "f32", "f32"),
+        key="context",
+        location="test",
+        operand_loops=((0, 1, 3), (0, 3, 2), (0, 1, 2)),
+    )
+    shapes = [(1, 1), (8, 2), (4, 40), (15, 15), (16, 16), (24, 24), (33, 33), (77, 77), (128, 5)]
+
+    def seconds(m: int, k: int) -> float:
+        computed = -(-m // 8) * 8 * -(-k // 16) * 16
+        return 2 * 12 * 64 * computed / 1e10
+
+    records = [
+        Record.measurement(
+            workload=workload,
+            target=TARGET,
+            candidate=DefaultCandidate(),
+            route="config",
+            dims={1: m, 3: k},
+            times=[seconds(m, k)],
+            iree_version=IREE,
+            timestamp=f"2026-01-01T00:00:{i:02d}.000+00:00",
+        )
+        for i, (m, k) in enumerate(shapes)
+    ]
+    model = CostModel(workload, TARGET, 1, call_floor=False)
+    model.update(records)
+    assert (model.default_tile, model.default_reduction_tile) == (8, 16)
+    assert model.default_tile_fitted
+    table = model.predict([DefaultCandidate()], [(8, 8), (9, 9), (16, 16), (17, 17)])[:, 0]
+    assert table == pytest.approx([seconds(*s) for s in [(8, 8), (9, 9), (16, 16), (17, 17)]])
+    waste = default_waste(model, DefaultCandidate(), [(9, 9), (16, 16)], table[1:3])
+    assert waste == pytest.approx([16 * 16 / 81, 1.0])
 
 
 def test_the_occupancy_curve_is_calibrated_when_there_are_enough_measurements():

@@ -151,6 +151,39 @@ def test_data_tiling_is_estimated_through_its_ratio_to_the_default() -> None:
     assert np.isinf(never_ran[:, TILED]).all()
 
 
+def test_the_defaults_steps_are_not_carried_into_data_tilings_estimate() -> None:
+    """IREE's default pads T to 8 (attention context, never_slower.py budget 60): flat from
+    9 to 16, data tiling grows across that stretch. Pairs at T = 8 and 15 say data tiling
+    1.0x and 1.12x; through the plain ratio it is slower at T = 9 too, where it is 0.84x.
+    With the default's waste (its time over its time unpadded) it is faster at 9 and
+    still slower at 15, and the measured pairs keep their own ratio."""
+    shapes = [(t,) for t in range(1, 33)]
+    floor_seconds, rate = 3.5e-6, 0.4e-6  # the call floor; seconds per row of work
+
+    def default(t: int) -> float:
+        return floor_seconds + rate * -(-t // 8) * 8
+
+    def tiled(t: int) -> float:
+        return 1.67e-6 + 0.63e-6 * t  # 1.0x the default at 8, 0.74x at 9, 1.12x at 15
+
+    pairs = (7, 14, 31)  # rows of T = 8, 15, 32
+    seconds = {(c, r): (default, tiled)[c](r + 1) for r in pairs for c in (DEFAULT, TILED)}
+    table = np.zeros((32, 2))
+    table[:, DEFAULT] = [default(t) for t in range(1, 33)]
+    table[:, TILED] = table[:, DEFAULT]
+    plain = table.copy()
+    FloorBuilds(shapes, DEFAULT, TILED).estimate(plain, lambda c, r: seconds.get((c, r)))
+    assert plain[8, TILED] > plain[8, DEFAULT]  # T = 9: the default's step carried over
+    unpadded = np.array([floor_seconds + rate * t for t in range(1, 33)])
+    waste = table[:, DEFAULT] / unpadded
+    stepped = table.copy()
+    FloorBuilds(shapes, DEFAULT, TILED).estimate(stepped, lambda c, r: seconds.get((c, r)), waste)
+    assert stepped[8, TILED] < stepped[8, DEFAULT]
+    assert stepped[8, TILED] == pytest.approx(tiled(9), rel=0.1)
+    assert stepped[13, TILED] > stepped[13, DEFAULT]  # T = 14: the default again
+    assert stepped[14, TILED] / stepped[14, DEFAULT] == pytest.approx(tiled(15) / default(15))
+
+
 def test_a_pair_outvoted_by_its_neighbours_is_noise() -> None:
     """The pairs of a budget-240 tune of attention scores on its T x T' grid: 18 x 18 said
     data tiling 0.83x the default among four pairs within 2x that said 1.09-1.45x (the

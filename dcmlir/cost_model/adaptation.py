@@ -18,7 +18,7 @@ from dcmlir.cost_model.cherry_pick import cherry_pick
 from dcmlir.cost_model.terms import T4_PRIOR, _flops, _grid, _pad_parts, _space, _Tiling, _tiling
 from dcmlir.records import Record
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate
+from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.target import CpuTarget, Target
 from dcmlir.workload import Workload
 
@@ -59,13 +59,14 @@ class AdaptationModel(ABC):
         self.route = route
         self.curve = T4_PRIOR
         self.default_tile = default_tile_prior(target)
+        self.default_reduction_tile = 0  # the default's effective tile on a dynamic K
         self.floor_seconds = 0.0  # every call's fixed cost (dcmlir.cost_model.call_floor)
         self.ignored = 0  # records of another workload, target or route
         self._failed_everywhere: set[str] = set()
         self._failed_shapes: set[tuple[str, Shape]] = set()
         self._seen: set[tuple[Any, ...]] = set()
         self._accepted: list[Record] = []  # what a saved model replays
-        self._tilings: dict[tuple[str, int], _Tiling] = {}
+        self._tilings: dict[tuple[str, tuple[int, int]], _Tiling] = {}
 
     # -- records ----------------------------------------------------------------------------
     def _accepts(self, record: Record) -> bool:
@@ -118,10 +119,12 @@ class AdaptationModel(ABC):
 
     # -- the adaptation ---------------------------------------------------------------------
     def _tiling_of(self, candidate: Candidate) -> _Tiling:
-        cache_key = (candidate.key(), self.default_tile)
+        reduction = self.default_reduction_tile if isinstance(candidate, DefaultCandidate) else 0
+        tiles = (self.default_tile, reduction)
+        cache_key = (candidate.key(), tiles)
         found = self._tilings.get(cache_key)
         if found is None:
-            found = _tiling(self.workload, candidate, self.default_tile)
+            found = _tiling(self.workload, candidate, *tiles)
             self._tilings[cache_key] = found
         return found
 

@@ -106,17 +106,25 @@ class _Tiling:
     workgroup: tuple[int, ...] | None
 
 
-def _tiling(workload: Workload, candidate: Candidate, default_tile: int) -> _Tiling:
+def _tiling(
+    workload: Workload, candidate: Candidate, default_tile: int, reduction_tile: int = 0
+) -> _Tiling:
     tiles = pad_tiles(workload, candidate)
     if tiles is None:
-        # IREE's default, learned as its own kernel: ``default_tile`` on the dynamic
-        # parallel loops (static extents only scale its throughput), grid unknown.
+        # An IREE build, learned as its own kernel: ``default_tile`` on the dynamic
+        # parallel loops and ``reduction_tile`` on a dynamic K (static extents only
+        # scale its throughput), grid unknown.
         tiles = tuple(
-            default_tile if d.dynamic and d.role in (M, N) and default_tile > 1 else 0
+            _build_tile(d.role, default_tile, reduction_tile) if d.dynamic else 0
             for d in workload.dims
         )
         return _Tiling(tiles, None)
     return _Tiling(tiles, candidate.levels(workload).workgroup)
+
+
+def _build_tile(role: str, parallel: int, reduction: int) -> int:
+    tile = reduction if role == K else (parallel if role in (M, N) else 0)
+    return tile if tile > 1 else 0
 
 
 def _pad_parts(space: Sequence[int], tiles: Sequence[int]) -> tuple[int, int]:

@@ -14,6 +14,7 @@ made against the real records.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import statistics
@@ -37,7 +38,7 @@ from dcmlir.records import Record
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate, candidate_from_json
 from dcmlir.target import Target, target_from_json
-from dcmlir.workload import DimSource, LoopDim, Workload
+from dcmlir.workload import DimSource, K, LoopDim, Workload
 
 __all__ = [
     "DEFAULT_TILE_CHOICES",
@@ -189,6 +190,7 @@ class CostModel(AdaptationModel):
 
     def _refit(self) -> None:
         self.default_tile, self.curve = default_tile_prior(self.target), T4_PRIOR
+        self.default_reduction_tile = 0
         self._calibrate_floor()
         self._calibrate_default_tile()
         self._calibrate_curve()
@@ -230,29 +232,40 @@ class CostModel(AdaptationModel):
         self.floor_seconds = fit_floor(groups)
 
     def _calibrate_default_tile(self) -> None:
-        """The default's effective tile: the choice that makes its f most shape independent.
+        """The default's effective tiles: the (parallel, reduction) pair that makes its f
+        most shape independent (:data:`DEFAULT_TILE_CHOICES` on the dynamic M and N loops,
+        and on a dynamic K none or one of them).
 
-        Needs its measurements on 2+ shapes; ties (no shape tells them apart)
-        keep the prior. The default has no grid, so the curve plays no part.
+        IREE's default on attention context (K = T dynamic) pads M to 8 and K to 16: it
+        takes 6.4-6.7 us at every T x T up to 8 x 8, 9.3-9.9 us from 9 x 9 to 16 x 16 and
+        22-23 us from 17 x 17 to 24 x 24. With M alone the model put its step at 16 and
+        none at 9 (benchmarks/never_slower.py, budget 60). Needs its measurements on 2+
+        shapes; ties (no shape tells them apart) keep the prior. The default has no grid,
+        so the curve plays no part.
         """
-        prior = default_tile_prior(self.target)
-        self.default_tile, self.default_tile_fitted = prior, False
+        prior = (default_tile_prior(self.target), 0)
+        self.default_tile_fitted = False
         default = DefaultCandidate()
         observations = [o for o in self._observations.get(default.key(), []) if o.usable]
         if len({obs.shape for obs in observations}) < 2:
             return
+        dynamic = {d.role for d in self.workload.dims if d.dynamic}
+        reduction = (0, *DEFAULT_TILE_CHOICES[1:]) if K in dynamic else (0,)
         spreads = {}
-        for tile in DEFAULT_TILE_CHOICES:
-            tiles = _tiling(self.workload, default, tile).pad
+        for tiles in itertools.product(DEFAULT_TILE_CHOICES, reduction):
+            pads = _tiling(self.workload, default, *tiles).pad
             logs = []
             for obs in observations:
-                real, computed = _pad_parts(obs.space, tiles)
+                real, computed = _pad_parts(obs.space, pads)
                 logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
-            spreads[tile] = float(np.var(logs))
+            spreads[tiles] = float(np.var(logs))
         lowest = min(spreads.values())
-        tied = [tile for tile, spread in spreads.items() if spread <= lowest + 1e-12]
+        tied = [tiles for tiles, spread in spreads.items() if spread <= lowest + 1e-12]
         if prior not in tied:
-            self.default_tile, self.default_tile_fitted = tied[0], True
+            (self.default_tile, self.default_reduction_tile), self.default_tile_fitted = (
+                tied[0],
+                True,
+            )
 
     def _calibrate_curve(self) -> None:
         """Fit ``c`` below and above P where enough observations show a partial last wave.
@@ -389,6 +402,7 @@ class CostModel(AdaptationModel):
                 "curve": self.curve.to_json(),
                 "curve_calibrated": list(self.curve_calibrated),
                 "default_tile": self.default_tile,
+                "default_reduction_tile": self.default_reduction_tile,
                 "floor_seconds": self.floor_seconds,
                 "feature_names": list(self._feature_names),
                 "throughputs": dict(self._rates),

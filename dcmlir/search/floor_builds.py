@@ -39,6 +39,7 @@ import numpy as np
 from dcmlir.records import Record
 from dcmlir.search.remainders import log_distance
 from dcmlir.shapes import Shape
+from dcmlir.space import Candidate
 
 __all__ = [
     "FLOOR_SHARE",
@@ -49,6 +50,7 @@ __all__ = [
     "SAME",
     "STEADY_QUANTILE",
     "FloorBuilds",
+    "default_waste",
     "side",
     "steady",
 ]
@@ -152,7 +154,9 @@ class FloorBuilds:
         rows = np.flatnonzero(estimate[:, self.tiled] < estimate[:, self.default])
         return {self.tiled: rows.tolist()} if len(rows) else {}
 
-    def estimate(self, estimate: np.ndarray, seconds: Seconds) -> None:
+    def estimate(
+        self, estimate: np.ndarray, seconds: Seconds, waste: np.ndarray | None = None
+    ) -> None:
         """Data tiling's column of ``estimate`` [shape, candidate], in place, where it was
         not measured: the default's estimate times the pairs' ratio, interpolated by
         inverse distance in log extents to the power :data:`RATIO_POWER`; within
@@ -161,7 +165,16 @@ class FloorBuilds:
         T = 14..16, 1.3x slower than the default). At a pair, the ratio is its own (``seconds``
         gives the search's :func:`steady` times), and an outvoted pair (:meth:`trusted`)
         counts as not measured. Left alone without a pair, or where data tiling never
-        ran."""
+        ran.
+
+        ``waste`` [row] (:func:`default_waste`): how much slower the default is than it
+        would be without its padding. What is interpolated is the ratio to the default
+        without it, so that the default's steps are not carried into data tiling's
+        estimate: IREE's default pads attention context's M to 8 and K to 16 and is flat
+        from 9 x 9 to 16 x 16, data tiling's time grows across that stretch; pairs at
+        8 x 2 and 15 x 15 (data tiling 1.0x and 1.12x the default) made it 1.1x slower at
+        9 x 9, where it was 0.84x, and the plan ran the default there (never_slower.py,
+        budget 60)."""
         every = self.ratios(seconds)
         ratios = self.trusted(every)
         if not ratios or not np.isfinite(estimate[:, self.tiled]).any():
@@ -169,8 +182,9 @@ class FloorBuilds:
         pairs = sorted(ratios)
         distance = np.linalg.norm(self.logs[:, None, :] - self.logs[None, pairs, :], axis=2)
         weights = 1.0 / (distance + 1e-3) ** RATIO_POWER
-        logs = np.log([ratios[row] for row in pairs])
-        ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1))
+        waste = np.ones(len(self.shapes)) if waste is None else waste
+        logs = np.log([ratios[row] * waste[row] for row in pairs])
+        ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1)) / waste
         ratio = np.where(ratio > 1 / (1 + SAME), np.maximum(ratio, 1 + SAME), ratio)
         rows = [
             row
@@ -225,3 +239,20 @@ class FloorBuilds:
                 self.asked.add(row)
                 return row
         return None
+
+
+def default_waste(
+    model: object, default: Candidate, shapes: Sequence[Shape], predicted: np.ndarray
+) -> np.ndarray | None:
+    """[row] the default's predicted time over that time without its padding (>= 1): its
+    steps, as the cost model's effective tiles put them (the call floor is not padded).
+    None for a model that does not say (no ``adaptation``)."""
+    adaptation = getattr(model, "adaptation", None)
+    if adaptation is None:
+        return None
+    floor = float(getattr(model, "floor_seconds", 0.0))
+    pads = np.array([adaptation(default, shape) for shape in shapes], dtype=float)
+    busy = np.maximum(predicted - floor, 0.0)
+    smooth = floor + busy * pads
+    usable = np.isfinite(predicted) & (smooth > 0) & (predicted > 0)
+    return np.where(usable, predicted / np.where(usable, smooth, 1.0), 1.0)

@@ -47,7 +47,7 @@ from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
-from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, steady
+from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, steady
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
@@ -240,7 +240,8 @@ class ShapeGenericSearch:
                 continue  # a tile-grid kernel: the mean of its tile count, not one sample
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
-            self.floor.estimate(estimate, self._floor_seconds)
+            default = (self.candidates[self.default], self.shapes, predicted[:, self.default])
+            self.floor.estimate(estimate, self._floor_seconds, default_waste(self.model, *default))
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
