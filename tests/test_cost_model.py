@@ -72,6 +72,15 @@ def dense(n: int = 768, k: int = 768, key: str = DENSE_KEY) -> Workload:
 
 def scores() -> Workload:
     """``q[12, ?, 64] @ k[12, 64, ?]``: loops (b, m, n, k), m and n dynamic."""
+    return _batch_matmul("scores", n=None, k=64)
+
+
+def context() -> Workload:
+    """``p[12, ?, ?] @ v[12, ?, 64]``: loops (b, m, n, k), m and k dynamic."""
+    return _batch_matmul("context", n=64, k=None)
+
+
+def _batch_matmul(key: str, n: int | None, k: int | None) -> Workload:
     return Workload(
         op_name="linalg.batch_matmul",
         kind="batch_matmul",
@@ -79,11 +88,11 @@ def scores() -> Workload:
         dims=(
             LoopDim(0, BATCH, 12, DimSource(0, 0)),
             LoopDim(1, M, None, DimSource(0, 1), (1, 128)),
-            LoopDim(2, N, None, DimSource(1, 2), (1, 128)),
-            LoopDim(3, K, 64, DimSource(0, 2)),
+            LoopDim(2, N, n, DimSource(1, 2), None if n else (1, 128)),
+            LoopDim(3, K, k, DimSource(0, 2), None if k else (1, 128)),
         ),
         element_types=("f32", "f32", "f32"),
-        key="scores",
+        key=key,
         location="test",
         operand_loops=((0, 1, 3), (0, 3, 2), (0, 1, 2)),
     )
@@ -392,21 +401,7 @@ def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
     """Attention context (K = T dynamic): IREE's default pads M to 8 and K to 16, flat from
     9 x 9 to 16 x 16 (never_slower.py); the model learns both, so its prediction steps
     where the default does and :func:`default_waste` says by how much."""
-    workload = Workload(
-        op_name="linalg.batch_matmul",
-        kind="batch_matmul",
-        layout="bmk,bkn->bmn",
-        dims=(
-            LoopDim(0, BATCH, 12, DimSource(0, 0)),
-            LoopDim(1, M, None, DimSource(0, 1), (1, 128)),
-            LoopDim(2, N, 64, DimSource(1, 2)),
-            LoopDim(3, K, None, DimSource(0, 2), (1, 128)),
-        ),
-        element_types=("f32", "f32", "f32"),
-        key="context",
-        location="test",
-        operand_loops=((0, 1, 3), (0, 3, 2), (0, 1, 2)),
-    )
+    workload = context()
     shapes = [(1, 1), (8, 2), (4, 40), (15, 15), (16, 16), (24, 24), (33, 33), (77, 77), (128, 5)]
 
     def seconds(m: int, k: int) -> float:
