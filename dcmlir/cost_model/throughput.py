@@ -262,10 +262,8 @@ class CostModel(AdaptationModel):
         lowest = min(spreads.values())
         tied = [tiles for tiles, spread in spreads.items() if spread <= lowest + 1e-12]
         if prior not in tied:
-            (self.default_tile, self.default_reduction_tile), self.default_tile_fitted = (
-                tied[0],
-                True,
-            )
+            self.default_tile, self.default_reduction_tile = tied[0]
+            self.default_tile_fitted = True
 
     def _calibrate_curve(self) -> None:
         """Fit ``c`` below and above P where enough observations show a partial last wave.
