@@ -240,8 +240,9 @@ class ShapeGenericSearch:
                 continue  # a tile-grid kernel: the mean of its tile count, not one sample
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
-            default = (self.candidates[self.default], self.shapes, predicted[:, self.default])
-            self.floor.estimate(estimate, self._floor_seconds, default_waste(self.model, *default))
+            default = self.candidates[self.default]
+            waste = default_waste(self.model, default, self.shapes, predicted[:, self.default])
+            self.floor.estimate(estimate, self._floor_seconds, waste)
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
