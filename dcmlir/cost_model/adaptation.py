@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from dcmlir.cost_model.cherry_pick import cherry_pick
-from dcmlir.cost_model.terms import T4_PRIOR, _flops, _grid, _pad_parts, _space, _Tiling, _tiling
+from dcmlir.cost_model.terms import (
+    T4_PRIOR,
+    _flops,
+    _grid,
+    _pad_parts,
+    _space,
+    _Tiling,
+    _tiling,
+    outputs,
+)
 from dcmlir.records import Record
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate
@@ -61,6 +70,7 @@ class AdaptationModel(ABC):
         self.default_tile = default_tile_prior(target)
         self.default_reduction_tile = 0  # the default's effective tile on a dynamic K
         self.floor_seconds = 0.0  # every call's fixed cost (dcmlir.cost_model.call_floor)
+        self.output_seconds = 0.0  # and per element of its result (fit_fixed_costs)
         self.ignored = 0  # records of another workload, target or route
         self._failed_everywhere: set[str] = set()
         self._failed_shapes: set[tuple[str, Shape]] = set()
@@ -172,6 +182,7 @@ class AdaptationModel(ABC):
         shapes = [tuple(int(v) for v in s) for s in shapes]
         spaces = [_space(self.workload, s) for s in shapes]
         flops = [_flops(space) for space in spaces]
+        results = [outputs(self.workload, space) for space in spaces]
         for column, (candidate, rate) in enumerate(zip(candidates, rates, strict=True)):
             tiling = self._tiling_of(candidate)
             everywhere = candidate.key() in self._failed_everywhere
@@ -182,7 +193,8 @@ class AdaptationModel(ABC):
                     table[row, column] = 0.0
                 else:
                     busy = flops[row] / (rate * self._adaptation_in(tiling, space))
-                    table[row, column] = self.floor_seconds + busy
+                    fixed = self.floor_seconds + self.output_seconds * results[row]
+                    table[row, column] = fixed + busy
         return table
 
 

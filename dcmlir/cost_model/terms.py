@@ -33,6 +33,7 @@ __all__ = [
     "T4_PRIOR",
     "OccupancyCurve",
     "occupancy",
+    "outputs",
     "pad",
     "pad_tiles",
     "parallel_units_for",
@@ -134,6 +135,11 @@ def _pad_parts(space: Sequence[int], tiles: Sequence[int]) -> tuple[int, int]:
         real *= extent
         computed *= extent if tile <= 0 else -(-extent // tile) * tile
     return real, computed
+
+
+def outputs(workload: Workload, space: Sequence[int]) -> int:
+    """Elements of the result on one shape: the product of the parallel loops' extents."""
+    return math.prod(space[dim.index] for dim in workload.dims if dim.role in _PARALLEL_ROLES)
 
 
 def _grid(workload: Workload, space: Sequence[int], workgroup: Sequence[int]) -> int:

@@ -32,8 +32,17 @@ from dcmlir.cost_model.calibration import (
     CalibrationData,
     fit_curve,
 )
-from dcmlir.cost_model.call_floor import busy_seconds, fit_floor
-from dcmlir.cost_model.terms import HARD_CURVE, T4_PRIOR, _flops, _grid, _pad_parts, _space, _tiling
+from dcmlir.cost_model.call_floor import busy_seconds, fit_fixed_costs
+from dcmlir.cost_model.terms import (
+    HARD_CURVE,
+    T4_PRIOR,
+    _flops,
+    _grid,
+    _pad_parts,
+    _space,
+    _tiling,
+    outputs,
+)
 from dcmlir.records import Record
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate, candidate_from_json
@@ -58,6 +67,11 @@ PRIOR_FLOPS = 1e10
 """f_MK of every candidate before any measurement: ranks by ``pad * occ`` alone."""
 DEFAULT_TILE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Effective tiles the model may learn for IREE's default on its dynamic parallel loops."""
+FIXED_BOUND = 0.5
+"""A kernel whose every measurement is at least this much fixed cost (floor and result,
+:func:`~dcmlir.cost_model.call_floor.fit_fixed_costs`) takes the regressor's f: on
+attention context at T <= 16 a call is 3-8 us, nearly all of it fixed, and the f left
+over is noise, 3-30x off, which the regressor then spread to the kernel's neighbours."""
 REGRESSOR_PARAMS = {"n_estimators": 300, "learning_rate": 0.05, "max_depth": 3}
 """Checked against a random forest and extra trees on the real records (docs/cost_model.md)."""
 
@@ -134,9 +148,11 @@ class _Observation:
 class CostModel(AdaptationModel):
     """DietCode's model: ``work / (f_MK * pad * occ)`` with ``f_MK`` learned.
 
-    Each successful measurement gives ``f = work / (seconds * pad * occ)``.
+    Each successful measurement gives ``f = work / (busy * pad * occ)``, ``busy`` its
+    seconds less the call's fixed costs (:mod:`dcmlir.cost_model.call_floor`).
     A measured candidate's ``f_MK`` is the median of its own observations
-    (of ``log f``: a geometric median); an unmeasured one gets the
+    (of ``log f``: a geometric median) unless they are all fixed cost
+    (:data:`FIXED_BOUND`); an unmeasured one gets the
     regressor's (gradient boosting on ``log f`` over ``candidate.features``),
     trained on the measured candidates. ``P`` (``parallel_units``) is what the
     measurements ran on: 1 for ``local-sync`` (see :func:`parallel_units_for`).
@@ -196,10 +212,19 @@ class CostModel(AdaptationModel):
         self._calibrate_curve()
         self._rates = {}
         for key, observations in self._observations.items():
+            if not self._shows_throughput(observations):
+                continue
             logs = self._log_rates(self._candidates[key], observations)
             if logs:
                 self._rates[key] = math.exp(statistics.median(logs))
         self._fit_regressor()
+
+    def _shows_throughput(self, observations: Sequence[_Observation]) -> bool:
+        """Whether any observation is less than FIXED_BOUND fixed cost: one that is more
+        says next to nothing of ``f``; the regressor's guess stands instead."""
+        if not self.output_seconds:
+            return True
+        return any(o.usable and self._busy(o) > (1 - FIXED_BOUND) * o.seconds for o in observations)
 
     def _log_rates(self, candidate: Candidate, observations: Sequence[_Observation]) -> list[float]:
         """``log f`` of each usable observation with the current curve and default tile."""
@@ -211,12 +236,14 @@ class CostModel(AdaptationModel):
         ]
 
     def _busy(self, obs: _Observation) -> float:
-        """The observation's seconds without the call floor."""
-        return busy_seconds(obs.seconds, self.floor_seconds)
+        """The observation's seconds without the call floor and the result's own cost."""
+        fixed = self.floor_seconds + self.output_seconds * outputs(self.workload, obs.space)
+        return busy_seconds(obs.seconds, fixed)
 
     def _calibrate_floor(self) -> None:
-        """The call floor (:mod:`dcmlir.cost_model.call_floor`), with the prior tile and curve."""
-        self.floor_seconds = 0.0
+        """The call floor and the cost per result element
+        (:mod:`dcmlir.cost_model.call_floor`), with the prior tile and curve."""
+        self.floor_seconds = self.output_seconds = 0.0
         if not self.call_floor:
             return
         groups = []
@@ -224,12 +251,17 @@ class CostModel(AdaptationModel):
             tiling = self._tiling_of(self._candidates[key])
             groups.append(
                 [
-                    (obs.seconds, obs.flops / self._adaptation_in(tiling, obs.space))
+                    (
+                        obs.seconds,
+                        obs.flops / self._adaptation_in(tiling, obs.space),
+                        result := outputs(self.workload, obs.space),
+                        obs.flops // (2 * result) if result else 0,
+                    )
                     for obs in observations
                     if obs.usable
                 ]
             )
-        self.floor_seconds = fit_floor(groups)
+        self.floor_seconds, self.output_seconds = fit_fixed_costs(groups)
 
     def _calibrate_default_tile(self) -> None:
         """The default's effective tiles: the (parallel, reduction) pair that makes its f
@@ -402,6 +434,7 @@ class CostModel(AdaptationModel):
                 "default_tile": self.default_tile,
                 "default_reduction_tile": self.default_reduction_tile,
                 "floor_seconds": self.floor_seconds,
+                "output_seconds": self.output_seconds,
                 "feature_names": list(self._feature_names),
                 "throughputs": dict(self._rates),
             },
