@@ -151,3 +151,5 @@ def test_the_model_predicts_a_dynamic_reduction_from_its_small_shapes() -> None:
     assert kernels[4].key() not in model.measured_keys
     assert kernels[3].key() in model.measured_keys
     assert model.to_json()["learned"]["output_seconds"] == model.output_seconds
+    fixed = model.floor_seconds + model.output_seconds * 12 * 128 * 64
+    assert model.fixed_seconds([(128, 128)])[0] == pytest.approx(fixed)

@@ -170,6 +170,12 @@ class AdaptationModel(ABC):
     def throughputs(self, candidates: Sequence[Candidate]) -> list[float]:
         """``f_MK`` (FLOP/s) of each candidate: what distinguishes the models."""
 
+    def fixed_seconds(self, shapes: Sequence[Sequence[int]]) -> np.ndarray:
+        """[row] what a call costs at each shape whatever its kernel's work: the call floor
+        and the result's own cost (:mod:`dcmlir.cost_model.call_floor`), never padded."""
+        results = [outputs(self.workload, _space(self.workload, shape)) for shape in shapes]
+        return self.floor_seconds + self.output_seconds * np.array(results, dtype=float)
+
     def predict(
         self, candidates: Sequence[Candidate], shapes: Sequence[Sequence[int]]
     ) -> np.ndarray:

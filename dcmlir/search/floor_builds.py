@@ -245,12 +245,14 @@ def default_waste(
     model: object, default: Candidate, shapes: Sequence[Shape], predicted: np.ndarray
 ) -> np.ndarray | None:
     """[row] the default's predicted time over that time without its padding (>= 1): its
-    steps, as the cost model's effective tiles put them (the call floor is not padded).
-    None for a model that does not say (no ``adaptation``)."""
+    steps, as the cost model's effective tiles put them (its fixed costs, the call floor
+    and the result's own, are not padded). None for a model that does not say (no
+    ``adaptation``)."""
     adaptation = getattr(model, "adaptation", None)
     if adaptation is None:
         return None
-    floor = float(getattr(model, "floor_seconds", 0.0))
+    fixed = getattr(model, "fixed_seconds", None)
+    floor = fixed(shapes) if fixed is not None else 0.0
     pads = np.array([adaptation(default, shape) for shape in shapes], dtype=float)
     busy = np.maximum(predicted - floor, 0.0)
     smooth = floor + busy * pads
