@@ -103,7 +103,7 @@ def fit_fixed_costs(
     loops' extent. Every element of the result is set up and stored once whatever the
     reduction's length, so where the reduction is dynamic (attention's context product,
     K = T) a call costs more per FLOP the shorter it is: `wg8x128:v2x64:k1` ran 5, 45,
-    92 and 156 GFLOP/s at T = 5, 8, 16 and 56 net of the floor, and the model
+    92 and 156 GFLOP/s at T = 1, 8, 16 and 56 net of the floor, and the model
     extrapolated 4-5x too slow from its small T. Only groups whose reduction spans 2x
     tell that term from a throughput. The two are judged on predicted times
     (:func:`_time_misfit`), not on the spread of ``log f``: a call that is nearly all
