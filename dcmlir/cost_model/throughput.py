@@ -71,7 +71,7 @@ FIXED_BOUND = 0.5
 """A kernel whose every measurement is at least this much fixed cost (floor and result,
 :func:`~dcmlir.cost_model.call_floor.fit_fixed_costs`) takes the regressor's f: on
 attention context at T <= 16 a call is 3-8 us, nearly all of it fixed, and the f left
-over is noise, 3-30x off, which the regressor then spread to the kernel's neighbours."""
+over is noise, 4-70x too low, which the regressor then spread to the kernel's neighbours."""
 REGRESSOR_PARAMS = {"n_estimators": 300, "learning_rate": 0.05, "max_depth": 3}
 """Checked against a random forest and extra trees on the real records (docs/cost_model.md)."""
 
