@@ -173,8 +173,12 @@ class AdaptationModel(ABC):
     def fixed_seconds(self, shapes: Sequence[Sequence[int]]) -> np.ndarray:
         """[row] what a call costs at each shape whatever its kernel's work: the call floor
         and the result's own cost (:mod:`dcmlir.cost_model.call_floor`), never padded."""
-        results = [outputs(self.workload, _space(self.workload, shape)) for shape in shapes]
-        return self.floor_seconds + self.output_seconds * np.array(results, dtype=float)
+        spaces = [_space(self.workload, shape) for shape in shapes]
+        return np.array([self._fixed(outputs(self.workload, s)) for s in spaces], dtype=float)
+
+    def _fixed(self, results: int) -> float:
+        """The fixed costs of a call whose result has ``results`` elements."""
+        return self.floor_seconds + self.output_seconds * results
 
     def predict(
         self, candidates: Sequence[Candidate], shapes: Sequence[Sequence[int]]
@@ -199,8 +203,7 @@ class AdaptationModel(ABC):
                     table[row, column] = 0.0
                 else:
                     busy = flops[row] / (rate * self._adaptation_in(tiling, space))
-                    fixed = self.floor_seconds + self.output_seconds * results[row]
-                    table[row, column] = fixed + busy
+                    table[row, column] = self._fixed(results[row]) + busy
         return table
 
 

@@ -132,11 +132,12 @@ def _sklearn_version() -> str:
 
 @dataclass(frozen=True)
 class _Observation:
-    """One successful timing: the shape, its space and FLOPs, the median seconds."""
+    """One successful timing: shape, space, FLOPs, result elements, median seconds."""
 
     shape: Shape
     space: tuple[int, ...]
     flops: int
+    outputs: int
     seconds: float
 
     @property
@@ -198,9 +199,9 @@ class CostModel(AdaptationModel):
             if key not in self._candidates:
                 self._candidates[key] = candidate_from_json(record.candidate)
             space = _space(self.workload, record.shape)
-            self._observations.setdefault(key, []).append(
-                _Observation(record.shape, space, _flops(space), record.median)
-            )
+            result = outputs(self.workload, space)
+            observation = _Observation(record.shape, space, _flops(space), result, record.median)
+            self._observations.setdefault(key, []).append(observation)
         if fresh:
             self._refit()
 
@@ -220,8 +221,9 @@ class CostModel(AdaptationModel):
         self._fit_regressor()
 
     def _shows_throughput(self, observations: Sequence[_Observation]) -> bool:
-        """Whether any observation is less than FIXED_BOUND fixed cost: one that is more
-        says next to nothing of ``f``; the regressor's guess stands instead."""
+        """Whether an observation is under FIXED_BOUND fixed cost (else the regressor's f
+        stands). Only with the result's cost fitted: with the floor alone, a like rule cost
+        `attention_scores` 0.04 of the oracle at budget 110 (benchmarks.md)."""
         if not self.output_seconds:
             return True
         return any(o.usable and self._busy(o) > (1 - FIXED_BOUND) * o.seconds for o in observations)
@@ -237,8 +239,7 @@ class CostModel(AdaptationModel):
 
     def _busy(self, obs: _Observation) -> float:
         """The observation's seconds without the call floor and the result's own cost."""
-        fixed = self.floor_seconds + self.output_seconds * outputs(self.workload, obs.space)
-        return busy_seconds(obs.seconds, fixed)
+        return busy_seconds(obs.seconds, self._fixed(obs.outputs))
 
     def _calibrate_floor(self) -> None:
         """The call floor and the cost per result element
@@ -254,8 +255,8 @@ class CostModel(AdaptationModel):
                     (
                         obs.seconds,
                         obs.flops / self._adaptation_in(tiling, obs.space),
-                        result := outputs(self.workload, obs.space),
-                        obs.flops // (2 * result) if result else 0,
+                        obs.outputs,
+                        obs.flops // (2 * obs.outputs) if obs.outputs else 0,
                     )
                     for obs in observations
                     if obs.usable
