@@ -25,7 +25,7 @@ from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.dispatch import Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
-from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate
+from dcmlir.space import Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
 from dcmlir.space.packed import PACKED_M0
 from dcmlir.workload import NotAWorkload, workloads
 
@@ -81,9 +81,9 @@ class EntrySplit:
 
 
 def peer_threshold(plan: Plan) -> int | None:
-    """The largest M at which a packed workload's tree picks a packed kernel narrower than
-    data tiling's own tile; None when no workload does (nothing to split for)."""
-    widest = max(PACKED_M0)  # data tiling's M tile for a dynamic M
+    """The largest M at which a packed workload's tree picks anything but data tiling's own
+    tile (a narrower packed kernel, or a kernel that reads the weight as it is: a plan of
+    two weight layouts); None when no workload does (nothing to split for)."""
     found: int | None = None
     for planned in plan.workloads:
         if not _is_packed(planned):
@@ -92,9 +92,17 @@ def peer_threshold(plan: Plan) -> int | None:
         lo, hi = dim.range
         for m in range(lo, hi + 1):
             kernel = planned.kernels[planned.tree.select({dim.loop: m})].candidate
-            if isinstance(kernel, PackedCandidate) and kernel.m0 < widest:
+            if not _data_tilings_own(kernel):
                 found = m if found is None else max(found, m)
     return found
+
+
+def _data_tilings_own(kernel: Candidate) -> bool:
+    """Whether ``kernel`` is what IREE's data tiling runs for a dynamic M (its widest tile)."""
+    widest = max(PACKED_M0)  # data tiling's M tile for a dynamic M
+    return isinstance(kernel, DataTiledCandidate) or (
+        isinstance(kernel, PackedCandidate) and kernel.m0 == widest
+    )
 
 
 def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySplit | None:

@@ -24,6 +24,7 @@ from dcmlir.passes.emit_dispatch import emit_dispatch
 from dcmlir.search.selection import kernel_families, select_kernels
 from dcmlir.search.shape_generic import SearchSettings
 from dcmlir.space import (
+    DataTiledCandidate,
     DefaultCandidate,
     PackedCandidate,
     candidate_from_json,
@@ -169,6 +170,38 @@ def test_selection_keeps_one_family_and_merges_near_ties() -> None:
     assert len(set(choice.values())) == 1
 
 
+def test_two_families_together_only_where_each_alone_loses_to_an_iree_build() -> None:
+    """`dense_out` on two threads: the packed family lost to IREE's default at small T, the
+    codegen family to data tiling at large T. Together (a second layout of the weight) they
+    lose nowhere; with one layout allowed, or where one family alone never loses, one family
+    is kept."""
+    candidates = [
+        DefaultCandidate(),
+        candidate_from_key("cpu:wg8x128:v4x64:k1"),
+        PackedCandidate(4, 16),
+        DataTiledCandidate(),
+    ]
+    shapes = [(t,) for t in range(1, 33)]
+    table = np.array(
+        [[10.0 + t, 5.0 + 1.2 * t, 15.0 if t <= 4 else np.inf, 25.0 + 0.4 * t] for (t,) in shapes]
+    )
+    assert kernel_families(candidates) == [[0, 1], [2, 3]]
+
+    def picks(settings: SearchSettings) -> dict[int, str]:
+        used, choice = select_kernels(table, shapes, candidates, settings)
+        return {shape[0]: candidates[used[k]].key() for shape, k in choice.items()}
+
+    mixed = picks(SearchSettings())
+    assert all(mixed[t] == "cpu:wg8x128:v4x64:k1" for t in range(1, 25))  # faster to T = 25
+    assert all(mixed[t] == "datatiled" for t in range(27, 33))  # and data tiling after it
+    one = picks(SearchSettings(weight_layouts=1))
+    assert set(one.values()) <= {"default", "cpu:wg8x128:v4x64:k1"}  # loses least alone
+    table[:, 1] = 4.0 + 0.3 * table[:, 3] / 0.4  # the codegen family alone never loses now
+    assert set(picks(SearchSettings()).values()) <= {"default", "cpu:wg8x128:v4x64:k1"}
+    with pytest.raises(ValueError, match="weight_layouts must be 1 or 2"):
+        SearchSettings(weight_layouts=3)
+
+
 # --- emission ------------------------------------------------------------------------------
 
 
@@ -268,7 +301,7 @@ def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
     assert_projects(function, (0, 1, 4, 5, 16, 17, 40))
 
 
-def test_no_split_without_a_packed_kernel_narrower_than_data_tiling() -> None:
+def test_the_split_is_where_data_tilings_own_tile_takes_over() -> None:
     from dcmlir.passes.split_entry import peer_threshold
 
     workload = workload_of(constant_projection("nk"))
@@ -282,6 +315,18 @@ def test_no_split_without_a_packed_kernel_narrower_than_data_tiling() -> None:
     choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
     planned = WorkloadPlan.build(workload, narrow, choices, costs, ranges={0: (1, 32)})
     assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 2
+    # two weight layouts: a kernel reading it as it is below T = 9, data tiling above
+    mixed = [candidate_from_key("cpu:wg8x128:v4x64:k1"), candidate_from_key("datatiled")]
+    choices = {s: 0 if s[0] <= 9 else 1 for s in shapes}
+    planned = WorkloadPlan.build(workload, mixed, choices, costs, ranges={0: (1, 32)})
+    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 9
+    # and tune's report says what the second layout costs
+    from dcmlir.driver.outcome import _layout_lines
+
+    (line,) = _layout_lines(workload, planned)
+    assert "kept in 2 layouts (12 KiB more)" in line and "--weight-layouts 1" in line
+    one = WorkloadPlan.build(workload, wide, choices, costs, ranges={0: (1, 32)})
+    assert _layout_lines(workload, one) == []
 
 
 def test_a_private_functions_argument_is_constant_when_every_call_passes_one() -> None:

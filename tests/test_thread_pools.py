@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -70,6 +71,30 @@ def test_local_task_runs_the_threads_it_is_given(
         (pid,) = runner.processes().values()
         assert iree_workers(pid) == threads
     assert result["default"].ok
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_short_calls_on_several_threads_are_sampled_back_to_back_too(
+    dense_module: tuple[Workload, str], threads: int
+) -> None:
+    """On two threads a short call is sampled call by call and back to back, and each build
+    keeps the slower of the two; on one thread, call by call only."""
+    workload, path = dense_module
+    short = dataclasses.replace(FAST, call_by_call_below=1.0, short_rounds=4)
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("again", path, "v_default"),
+    ]
+    with Runner(RunnerSettings(short, driver="local-task", threads=threads)) as runner:
+        result = runner.measure_shape(variants, problem(workload, 3))
+    assert result.call_by_call
+    assert set(result.back_to_back) == (set() if threads == 1 else {"default", "again"})
+    for name, timing in result.timings.items():
+        assert timing.ok, timing.error
+        sustained = name in result.sustained
+        assert len(timing.samples) == (FAST.rounds if sustained else short.short_rounds)
+        if name in result.back_to_back:
+            assert timing.median >= result.back_to_back[name]  # the slower sampling
 
 
 def test_one_thread_keeps_one_process(dense_module: tuple[Workload, str]) -> None:

@@ -59,6 +59,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     tune.add_argument("--budget", type=int, default=400, help="timed (candidate, shape) pairs")
     tune.add_argument("--max-kernels", type=int, default=8)
     tune.add_argument(
+        "--weight-layouts",
+        type=int,
+        default=2,
+        choices=(1, 2),
+        help="layouts a constant weight may be kept in: 2 lets two kernel families share an "
+        "op where each alone is slower than an IREE build at some shape (a second copy of "
+        "that weight); 1: one family, one copy (default: %(default)s)",
+    )
+    tune.add_argument(
         "--max-depth",
         type=int,
         default=None,
@@ -170,6 +179,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             arch=args.arch,
             budget=args.budget,
             max_kernels=args.max_kernels,
+            weight_layouts=args.weight_layouts,
             db=args.db,
             output=args.output,
             route=args.route,

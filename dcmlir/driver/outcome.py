@@ -7,12 +7,18 @@ and how the budget followed it).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from dcmlir.codegen.kernel import input_dtypes, input_shapes
 from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.search.model_graph import ModelGraph
+from dcmlir.search.selection import weight_layouts
 from dcmlir.search.shape_generic import SearchResult
+from dcmlir.space import packing_problem
 from dcmlir.workload import Workload
 
 
@@ -100,6 +106,7 @@ class TuneReport:
             for index, kernel in enumerate(plan.kernels):
                 shapes = sum(1 for s in plan.shapes if s.kernel == index)
                 out.append(f"  kernel {index}: {kernel.candidate_key} ({shapes} shapes)")
+            out += _layout_lines(item.workload, plan)
         return out
 
     def _predicted_lines(self) -> list[str]:
@@ -122,3 +129,20 @@ class TuneReport:
                 )
                 out.append(f"  kernel {index}: {kernel.candidate_key} ({len(mine)} shapes{where})")
         return out
+
+
+def _layout_lines(workload: Workload, plan: WorkloadPlan) -> list[str]:
+    """A line where the plan keeps a constant weight in more than one layout (``dcmlir tune
+    --weight-layouts``): what the second copy costs in memory, and why it is there."""
+    layouts = weight_layouts([kernel.candidate for kernel in plan.kernels])
+    if layouts < 2 or packing_problem(workload) is not None:
+        return []
+    lo = {dim.loop: dim.range[0] for dim in plan.dims}
+    weight = math.prod(input_shapes(workload, lo)[workload.constant_operands[0]])
+    copy = weight * np.dtype(input_dtypes(workload)[workload.constant_operands[0]]).itemsize
+    more = f"{copy / 2**20:.1f} MiB" if copy >= 2**20 else f"{copy / 2**10:.0f} KiB"
+    return [
+        f"  its constant weight is kept in {layouts} layouts ({more} more): "
+        "each kernel family alone was slower than an IREE build somewhere; "
+        "--weight-layouts 1 keeps one"
+    ]

@@ -48,7 +48,8 @@ class Roles:
 
     ``database`` is a ready database or a factory of one from the ``db`` path;
     ``search`` holds the search's settings, its budget replaced by each workload's
-    share (with it, ``tune``'s ``max_kernels`` and ``seed`` are not used for the search).
+    share (with it, ``tune``'s ``max_kernels``, ``weight_layouts`` and ``seed`` are not used
+    for the search).
     """
 
     builder: BuilderFactory | None = None
@@ -119,8 +120,12 @@ class Roles:
         units = parallel_units_for(target, measurer.runner_settings.driver)
         return make(workload, target, units, seed, route=route)
 
-    def search_settings(self, budget: int, max_kernels: int, seed: int) -> SearchSettings:
+    def search_settings(
+        self, budget: int, max_kernels: int, seed: int, weight_layouts: int = 2
+    ) -> SearchSettings:
         """One workload's search settings, ``budget`` being its share of the whole budget."""
         if self.search is None:
-            return SearchSettings(budget=budget, max_kernels=max_kernels, seed=seed)
+            return SearchSettings(
+                budget=budget, max_kernels=max_kernels, seed=seed, weight_layouts=weight_layouts
+            )
         return dataclasses.replace(self.search, budget=budget)

@@ -78,6 +78,7 @@ def tune(
     arch: str | None = None,
     budget: int = 400,
     max_kernels: int = 8,
+    weight_layouts: int = 2,
     db: str | Path = "records.jsonl",
     output: str | Path | None = "plan.json",
     route: str = "config",
@@ -106,6 +107,10 @@ def tune(
     shapes of each (counted in the budget), and the rest is split by each
     workload's estimated share of model time, with a floor per workload.
     Records already in ``db`` count, so a resumed run re-measures nothing.
+    ``weight_layouts``: 1 keeps a constant weight in one layout (one kernel family per
+    workload); 2 (the default) lets two families share a workload where each alone loses
+    to an IREE build somewhere (:data:`~dcmlir.search.selection.MIX_GAIN`), at the cost
+    of a second copy of that weight.
     ``level``: ``input``, ``global-optimization`` or ``auto`` (see
     :mod:`dcmlir.driver.loading`). ``device``: the IREE runtime device kernels are
     timed on; ``threads``: ``local-task``'s workers (default every core), which is also
@@ -147,7 +152,9 @@ def tune(
     if offline_wanted(target_object, predict):
         if not isinstance(target_object, CudaTarget):
             raise TuneError(f"a predicted plan is for CUDA targets, not {target_object.backend}")
-        settings = search or SearchSettings(max_kernels=max_kernels, seed=seed)
+        settings = search or SearchSettings(
+            max_kernels=max_kernels, seed=seed, weight_layouts=weight_layouts
+        )
         reports = []
         for workload in found:
             try:
@@ -237,7 +244,7 @@ def tune(
                     for c in _space_of(target_object, workload)
                     if c.key() not in excluded and (explicit or not isinstance(c, Mmt4dCandidate))
                 ],
-                roles.search_settings(parts[workload.key], max_kernels, seed),
+                roles.search_settings(parts[workload.key], max_kernels, seed, weight_layouts),
                 stream=stream,
                 shapes=workload.tied_shapes(),
                 known=[(DefaultCandidate(), shape) for shape in probes.get(workload.key, {})],

@@ -453,7 +453,9 @@ class Measurer:
                 "runner": self.runner_settings.driver,
                 "together": sorted(members),  # timed side by side with these, interleaved
             }
-            if result.call_by_call:
+            if key in result.sustained:  # slower back to back: those samples (several threads)
+                extra["sampling"] = "sustained"
+            elif result.call_by_call:
                 extra["sampling"] = "call-by-call"
             if again:
                 extra["again"] = True  # a pair with a record already, timed side by side

@@ -81,6 +81,7 @@ class SearchSettings:
     first_share: float = 0.25  # of the budget, at most, for the first measurements
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
+    weight_layouts: int = 2  # a constant weight's layouts in one workload's kernels (1 or 2)
     duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels
     duel_calls: int = 50  # a duel's pair is timed call by call, this many samples each
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
@@ -97,6 +98,8 @@ class SearchSettings:
             raise ValueError("budget, max_kernels, top_k, verify_batch and duel_calls must be >= 1")
         if self.verify_per_kernel < 1 or not 0 < self.first_share <= 1:
             raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
+        if self.weight_layouts not in (1, 2):
+            raise ValueError("weight_layouts must be 1 or 2")
 
 
 @dataclass
@@ -167,8 +170,11 @@ class ShapeGenericSearch:
         # kernel has evidence too
         tiled = [i for i, c in enumerate(self.candidates) if isinstance(c, DataTiledCandidate)]
         self.data_tiled = tiled[0] if tiled else None
-        # with a constant weight: see _needing_pairs; else which is faster where is asked
-        self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None
+        # with a constant weight on one thread: see _needing_pairs; else (an argument weight,
+        # or several threads: its three dispatches lost to the default at small T of
+        # `dense_out` on local-task, 0.54-0.84x) which is faster where is asked
+        one_thread = getattr(model, "parallel_units", 1) == 1
+        self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None and one_thread
         self.floor = None
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
