@@ -262,20 +262,6 @@ def test_the_search_measures_the_boundary_after_the_floor_and_before_the_kernels
     assert all(c.key() == FAMILY[m8].key() for c, _ in later), later
 
 
-@pytest.mark.parametrize(("threads", "floor"), [(1, False), (2, True)])
-def test_data_tiling_is_the_floor_alone_only_on_one_thread(threads: int, floor: bool) -> None:
-    """A constant weight packed once makes data tiling the floor by itself on one thread;
-    on two (`dense_out` on local-task: 0.54-0.84x of IREE's default at small T) the
-    default and data tiling are both measured, as with an argument weight."""
-    from types import SimpleNamespace
-
-    workload = workload_of(constant_projection("nk"))
-    model = SimpleNamespace(parallel_units=threads)
-    search = ShapeGenericSearch(workload, None, model, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
-    assert search.tiling_is_floor is not floor
-    assert (search.floor is not None) is floor
-
-
 def test_the_floors_ends_are_timed_call_by_call_before_anything_else(tmp_path) -> None:
     """A search with an argument weight starts with both builds at the range's smallest
     and largest shapes, call by call (``duel_calls``), before the first measurements,

@@ -170,11 +170,8 @@ class ShapeGenericSearch:
         # kernel has evidence too
         tiled = [i for i, c in enumerate(self.candidates) if isinstance(c, DataTiledCandidate)]
         self.data_tiled = tiled[0] if tiled else None
-        # with a constant weight on one thread: see _needing_pairs; else (an argument weight,
-        # or several threads: its three dispatches lost to the default at small T of
-        # `dense_out` on local-task, 0.54-0.84x) which is faster where is asked
-        one_thread = getattr(model, "parallel_units", 1) == 1
-        self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None and one_thread
+        # with a constant weight: see _needing_pairs; else which is faster where is asked
+        self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None
         self.floor = None
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
