@@ -82,8 +82,8 @@ class EntrySplit:
 
 def peer_threshold(plan: Plan) -> int | None:
     """The largest M at which a packed workload's tree picks anything but data tiling's own
-    tile (a narrower packed kernel, or a kernel that reads the weight as it is: a plan of
-    two weight layouts); None when no workload does (nothing to split for)."""
+    tile (a narrower packed kernel, or a kernel that reads the weight as it is, as a plan
+    of two weight layouts does); None when no workload does (nothing to split for)."""
     found: int | None = None
     for planned in plan.workloads:
         if not _is_packed(planned):
