@@ -167,15 +167,23 @@ def chosen_selection(
     selection is fastest (geomean); or two families together where that one loses
     (:data:`MIX_GAIN`)."""
     found = family_selections(estimate, shapes, candidates, settings)
+    return _chosen(found, estimate, shapes, candidates, settings)
+
+
+def _chosen(
+    found: Sequence[FamilySelection],
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    candidates: Sequence[Candidate],
+    settings: SelectionSettings,
+) -> FamilySelection:
+    """:func:`chosen_selection` from the families' own selections, ``found``."""
     best = min(found, key=_rank)  # a space is never empty
-    floor = build_floor(estimate, candidates)
-    mixes = [
-        _selection(estimate, shapes, columns, floor, settings)
-        for columns in layout_mixes(kernel_families(candidates), settings.weight_layouts)
-    ]
+    mixes = layout_mixes([f.columns for f in found], settings.weight_layouts)
     if not mixes:
         return best
-    mixed = min(mixes, key=_rank)
+    floor = build_floor(estimate, candidates)
+    mixed = min((_selection(estimate, shapes, c, floor, settings) for c in mixes), key=_rank)
     return mixed if mixed.lost <= best.lost - math.log1p(MIX_GAIN) else best
 
 
@@ -231,7 +239,7 @@ def contested_family(
     family, when no IREE build is in it (it reads the weight in a layout of its own), is
     checked at its close calls (within :data:`CLOSE_CALL` of the build)."""
     found = family_selections(estimate, shapes, candidates, settings)
-    chosen = chosen_selection(estimate, shapes, candidates, settings)
+    chosen = _chosen(found, estimate, shapes, candidates, settings)
     faster = [f for f in found if f.cost < chosen.cost and f.lost > 0]
     if faster:
         return min(faster, key=lambda f: f.cost), 1 + LOSS_MARGIN
