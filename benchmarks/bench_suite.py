@@ -81,6 +81,7 @@ SCALING_BASELINES = (
     "torch",
     "onnxruntime",
 )
+TASK_PROCESSES = 3  # local-task: a run's ratios move together; a cell is the median of 3
 ONE_THREAD = "one-thread"  # task's baselines on local-sync: the one-thread columns
 SEARCH_MIN_TIME, SEARCH_ROUNDS = 0.03, 3  # dcmlir.tune's defaults: exhaustive uses the same
 
@@ -153,7 +154,11 @@ def run_bench(
         plan=OUT / (folder or device) / "plans" / f"{name}.json",
         dims=[RANGE],
         shapes=[(t,) for t in SUITE_T],
-        settings=BenchSettings(baselines=baselines, device=device),
+        settings=BenchSettings(
+            baselines=baselines,
+            device=device,
+            processes=TASK_PROCESSES if device == "local-task" else 1,
+        ),
         db=RECORDS / f"oracle-{device}.jsonl",
         name=name,
     )
@@ -331,6 +336,7 @@ def report(names: list[str]) -> str:
             " this table swung by up to 40x on one shape (torch 15.5 ms and 0.38 ms at one"
             " T, on the EPYC).",
             "",
+            *_processes_line(task),
             *_task_targets(task),
         ]
         lines += _summary_table(task, "local-task")
@@ -439,6 +445,21 @@ def _thread_columns(one: list[BenchResult], two: list[BenchResult]) -> list[str]
             cells.append(f"{t1:.0f} / {tn:.0f} ({gain:.2f}x)")
         lines.append(f"| `{single.name}` | " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def _processes_line(results: list[BenchResult]) -> list[str]:
+    """How many fresh processes each cell is the median of, when more than one."""
+    counts = sorted({r.info.get("settings", {}).get("processes", 1) for r in results})
+    if counts == [1]:
+        return []
+    return [
+        f"Each cell is the median over {'/'.join(map(str, counts))} fresh measuring"
+        " processes, timed one after another (`BenchSettings.processes`): on two threads"
+        " a whole run's ratios move together, and one run of the same plan of `dense_out`"
+        " gave 1.31x where three others gave 1.57-1.71x ([design.md](design.md) section 4,"
+        " rule 10).",
+        "",
+    ]
 
 
 def _task_budget(name: str) -> str:

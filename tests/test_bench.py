@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from dcmlir.bench.baselines import (
     specialization_attribute,
     static_module,
 )
+from dcmlir.bench.compare import _cell
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import input_shapes, reference
 from dcmlir.dispatch import Plan, PlannedDim, WorkloadPlan
@@ -24,6 +26,7 @@ from dcmlir.dispatch.tree import Leaf, Split
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.host import HostFunction, device_threads
+from dcmlir.measure.timing import Timing
 from dcmlir.reference import MatmulForm, contract
 from dcmlir.space import DefaultCandidate, candidate_from_key
 from dcmlir.target import CpuTarget, CudaTarget
@@ -150,7 +153,7 @@ def test_cli_writes_table_json_and_resumes_the_oracle(
     args = [
         "bench", str(source), "--plan", str(plan), "--shapes", "1,3:4", "-o", str(out),
         "--baselines", "dcmlir,iree-default,numpy", "--min-time", "0.002", "--rounds", "2",
-        "--db", str(tmp_path / "o.jsonl"),
+        "--db", str(tmp_path / "o.jsonl"), "--processes", "2",
     ]  # fmt: skip
     assert main(args) == 0
     table = capsys.readouterr().out
@@ -162,6 +165,8 @@ def test_cli_writes_table_json_and_resumes_the_oracle(
     assert (out / "dense.md").read_text().startswith("`dense`: matmul (mnk)")
     raw = json.loads((out / "dense.json").read_text())
     assert raw["geomean_speedup"]["iree-default"] == pytest.approx(1.0)
+    assert raw["info"]["settings"]["processes"] == 2
+    assert all(len(saved.cell(s, "dcmlir").samples_us) == 2 * 2 for s in saved.shapes)
 
 
 def test_a_module_whose_function_is_not_main(tmp_path: Path) -> None:
@@ -236,6 +241,22 @@ def test_settings_are_checked() -> None:
         BenchSettings(buckets=())
     with pytest.raises(BenchError, match="--warm-calls must be >= 0"):
         BenchSettings(warm_calls=-1)
+    with pytest.raises(BenchError, match="--processes must be >= 1"):
+        BenchSettings(processes=0)
+
+
+def test_a_cell_is_the_median_over_its_processes() -> None:
+    """Each process's speedup is its own per-round median; the cell takes the median of
+    those, so one process whose threads ran slow moves no cell."""
+    runs = [([2.0, 2.0], [4.0, 4.0]), ([3.0, 3.0], [3.0, 3.0]), ([1.0, 1.0], [1.5, 1.5])]
+    timings = [Timing("dcmlir", own) for own, _ in runs]
+    references = [Timing("iree-default", ref) for _, ref in runs]
+    cell = _cell(timings, references, "k")
+    assert cell.speedup == pytest.approx(1.5)  # the processes' 2.0, 1.0, 1.5
+    assert cell.median_us == pytest.approx(2e6)
+    assert len(cell.samples_us) == 6
+    failed = _cell([*timings[:2], Timing("dcmlir", error="crashed")], references, "k")
+    assert failed.error == "crashed" and math.isnan(failed.speedup)
 
 
 # --- the pieces ------------------------------------------------------------------------------

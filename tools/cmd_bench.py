@@ -83,6 +83,15 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "caches its own build left",
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="time every shape in N fresh measuring processes, one after another, and keep "
+        "each cell's median over them (default 1; on two threads a run's ratios move "
+        "together, by up to 0.5x here)",
+    )
+    parser.add_argument(
         "--buckets",
         default=",".join(map(str, DEFAULT_BUCKETS)),
         help="bucket sizes of the bucketing baseline (%(default)s)",
@@ -127,6 +136,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             min_time=args.min_time,
             rounds=args.rounds,
             warm_calls=args.warm_calls,
+            processes=args.processes,
             buckets=tuple(_integers("--buckets", args.buckets)),
             oracle_min_time=args.oracle_min_time,
             oracle_rounds=args.oracle_rounds,

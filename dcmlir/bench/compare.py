@@ -104,6 +104,7 @@ class BenchSettings:
     min_time: float = 0.05
     rounds: int = 5
     warm_calls: int = 0  # untimed calls of a baseline before each of its samples
+    processes: int = 1  # fresh measuring processes; a cell is the median over them
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     oracle_min_time: float = 0.01
     oracle_rounds: int = 2
@@ -125,6 +126,8 @@ class BenchSettings:
             raise BenchError("--rounds and --oracle-rounds must be >= 1")
         if self.warm_calls < 0:
             raise BenchError("--warm-calls must be >= 0")
+        if self.processes < 1:
+            raise BenchError("--processes must be >= 1")
         if self.threads is not None and (self.device != "local-task" or self.threads < 1):
             raise BenchError("--threads: a count >= 1, with --device local-task")
         if not self.buckets or any(b < 1 for b in self.buckets):
@@ -248,6 +251,7 @@ def bench(
             "min_time": settings.min_time,
             "rounds": settings.rounds,
             "warm_calls": settings.warm_calls,
+            "processes": settings.processes,
             "buckets": list(settings.buckets),
             "oracle_min_time": settings.oracle_min_time,
             "oracle_rounds": settings.oracle_rounds,
@@ -354,7 +358,10 @@ def _time(
     device: str,
     stream: IO[str],
 ) -> dict[Shape, dict[str, Cell]]:
-    """Every available baseline at every shape, interleaved, largest shape first."""
+    """Every available baseline at every shape, interleaved, largest shape first, in
+    ``settings.processes`` fresh measuring processes one after another: a process's
+    moment (where its threads landed, what the machine did then) moves every ratio of
+    that run together on two threads, so a cell is the median over the processes."""
     runner_settings = RunnerSettings(
         MeasureSettings(
             min_time=settings.min_time,
@@ -367,36 +374,49 @@ def _time(
         threads=settings.threads if device == "local-task" else None,
     )
     order = sorted(shapes, key=lambda s: (math.prod(s), s), reverse=True)
-    progress = Progress(len(order), "bench", stream)
-    rows: dict[Shape, dict[str, Cell]] = {}
-    with Runner(runner_settings) as runner:
-        for shape in order:
-            variants = [
-                p.variants[shape]
-                for b, p in prepared.items()
-                if p.unavailable is None and shape in p.variants
-            ]
-            result = runner.measure_shape(variants, problems(shape), baseline=BASELINE)
-            reference = result.timings.get(BASELINE)
-            rows[shape] = {
-                name: _cell(timing, reference, prepared[name].kernels.get(shape, ""))
-                for name, timing in result.timings.items()
-            }
-            progress.advance(note=shape_label(shape))
-    return {shape: rows[shape] for shape in shapes}
+    progress = Progress(len(order) * settings.processes, "bench", stream)
+    runs: dict[Shape, dict[str, list[Timing]]] = {}
+    for process in range(settings.processes):
+        with Runner(runner_settings) as runner:
+            for shape in order:
+                variants = [
+                    p.variants[shape]
+                    for b, p in prepared.items()
+                    if p.unavailable is None and shape in p.variants
+                ]
+                result = runner.measure_shape(variants, problems(shape), baseline=BASELINE)
+                for name, timing in result.timings.items():
+                    runs.setdefault(shape, {}).setdefault(name, []).append(timing)
+                note = shape_label(shape)
+                if settings.processes > 1:
+                    note += f", process {process + 1} of {settings.processes}"
+                progress.advance(note=note)
+    return {
+        shape: {
+            name: _cell(timings, runs[shape].get(BASELINE), prepared[name].kernels.get(shape, ""))
+            for name, timings in runs[shape].items()
+        }
+        for shape in shapes
+    }
 
 
-def _cell(timing: Timing, reference: Timing | None, kernel: str) -> Cell:
-    speedup = math.nan
-    if timing.ok and reference is not None and reference.ok:
-        speedup = statistics.median(
-            b / a for a, b in zip(timing.samples, reference.samples, strict=False)
-        )
+def _cell(timings: list[Timing], references: list[Timing] | None, kernel: str) -> Cell:
+    """One baseline at one shape from its timing in each process (paired by process
+    with the reference's): the median of the processes' medians and of their
+    speedups (each the median of that process's per-round ratios)."""
+    medians = [t.median for t in timings if t.ok]
+    speedups = [
+        statistics.median(b / a for a, b in zip(t.samples, r.samples, strict=False))
+        for t, r in zip(timings, references or [], strict=False)
+        if t.ok and r.ok and t.samples and r.samples
+    ]
+    failed = next((t for t in timings if not t.ok), None)
+    errors = [t.max_error for t in timings if t.max_error is not None]
     return Cell(
-        timing.median * 1e6,
-        [s * 1e6 for s in timing.samples],
-        speedup,
-        timing.max_error,
-        timing.error,
+        statistics.median(medians) * 1e6 if failed is None else math.inf,
+        [s * 1e6 for t in timings for s in t.samples],
+        statistics.median(speedups) if speedups and failed is None else math.nan,
+        max(errors) if errors else None,
+        failed.error if failed is not None else None,
         kernel,
     )
