@@ -304,15 +304,7 @@ class Runner:
         by_name = {v.name: v for v in variants}
         if baseline is not None:
             result.baseline_before = self._sample(timings[baseline], by_name[baseline], settings)
-        for variant in interleaved(
-            healthy, settings.rounds, lambda v: timings[v.name].error is None
-        ):
-            timing = timings[variant.name]
-            seconds = self._sample(timing, variant, settings)
-            if seconds is not None:
-                timing.samples.append(seconds)
-            if on_sample is not None:
-                on_sample(variant.name)
+        self._rounds(healthy, timings, settings, lambda v: timings[v.name].error is None, on_sample)
         if baseline is not None:
             result.baseline_after = self._sample(timings[baseline], by_name[baseline], settings)
         if measure is None and result.call_by_call and self.settings.thread_count > 1:
@@ -336,10 +328,7 @@ class Runner:
         if sustained.sampled_call_by_call:
             return
         again = {v.name: Timing(v.name) for v in variants}
-        for variant in interleaved(variants, sustained.rounds, lambda v: timings[v.name].ok):
-            seconds = self._sample(again[variant.name], variant, sustained)
-            if seconds is not None:
-                again[variant.name].samples.append(seconds)
+        self._rounds(variants, again, sustained, lambda v: timings[v.name].ok)
         for name, timing in again.items():
             first = timings[name]
             if not (first.ok and timing.samples):
@@ -348,6 +337,23 @@ class Runner:
             if timing.median > first.median:
                 first.samples, first.calls = timing.samples, first.calls + timing.calls
                 result.sustained.add(name)
+
+    def _rounds(
+        self,
+        variants: Sequence[Variant],
+        into: dict[str, Timing],
+        settings: MeasureSettings,
+        healthy: Callable[[Variant], bool],
+        on_sample: Callable[[str], None] | None = None,
+    ) -> None:
+        """``settings.rounds`` interleaved rounds, each sample added to ``into``."""
+        for variant in interleaved(variants, settings.rounds, healthy):
+            timing = into[variant.name]
+            seconds = self._sample(timing, variant, settings)
+            if seconds is not None:
+                timing.samples.append(seconds)
+            if on_sample is not None:
+                on_sample(variant.name)
 
     def measure_shapes(
         self,
