@@ -59,7 +59,7 @@ from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import RecordDatabase
 from dcmlir.shapes import Shape
-from dcmlir.space import space_for
+from dcmlir.space import ExactCandidate, space_for
 from dcmlir.target import CpuTarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,7 +204,10 @@ def tuning_cost(name: str, source: Path, tuning: dict[str, Any]) -> dict[str, An
 
     dcmlir_pick = {}
     for t in SUITE_T:
-        chosen = planned.select({d.index: t for d in workload.dynamic_dims})
+        dims = {d.index: t for d in workload.dynamic_dims}
+        chosen = planned.select(dims)
+        if chosen is not None and isinstance(chosen.candidate, ExactCandidate):
+            chosen = planned.kernels[planned.tree.select(dims)]  # the oracle's space: the tree
         dcmlir_pick[t] = chosen.candidate_key if chosen else "default"
     # a per-shape tuner serves an unseen T with the kernel tuned at the next sampled T up
     bucket_pick = {t: best8[min(s for s in DIETCODE_T if s >= t)] for t in SUITE_T}

@@ -58,7 +58,7 @@ def replayed_plan(name: str, result: dict, records: list, scratch: Path) -> Work
         measurer,
         model,
         workload_space(target, workload),
-        SearchSettings(budget=result["measurements"], seed=0),
+        SearchSettings(budget=result["measurements"], seed=0, exact_share=0),
         stream=io.StringIO(),
         shapes=workload.tied_shapes(),
     ).run()

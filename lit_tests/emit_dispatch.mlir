@@ -488,3 +488,43 @@ func.func @explicit(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x48xf32
   } -> tensor<?x48xf32>
   return %biased : tensor<?x48xf32>
 }
+
+// Shapes with their own build (docs/design.md section 13): M = 2 and M = 3 run IREE's
+// default on the op made static by a tensor.cast pair per operand, chosen by a case
+// number (cmpi eq, select) before the tree; any other M in 1..16 runs the tree.
+func.func @exact(%x: tensor<?x32xf32>, %w: tensor<32x16xf32>) -> tensor<?x16xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x16xf32>) -> tensor<?x16xf32>
+  // expected-remark @below {{dispatch: 2 kernels, tree depth 1, range d0=1:16, 2 exact shape(s) first}}
+  %r = linalg.matmul ins(%x, %w : tensor<?x32xf32>, tensor<32x16xf32>) outs(%init : tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %r : tensor<?x16xf32>
+}
+// CHECK-LABEL: func.func @exact
+// CHECK-SAME: (%[[X6:.*]]: tensor<?x32xf32>, %[[W6:.*]]: tensor<32x16xf32>)
+// CHECK: %[[INIT6:.*]] = linalg.fill
+// CHECK: %[[M6:.*]] = tensor.dim %[[X6]]
+// CHECK: scf.if %{{.*}} -> (tensor<?x16xf32>) {
+// CHECK: linalg.matmul {dcmlir.kernel = "fallback"}
+// CHECK: } else {
+// CHECK: %[[IS3:.*]] = arith.cmpi eq, %[[M6]], %c3
+// CHECK-NEXT: %c1{{.*}} = arith.constant 1 : index
+// CHECK-NEXT: %[[CASE3:.*]] = arith.select %[[IS3]], %c1{{.*}}, %c2
+// CHECK: %[[IS2:.*]] = arith.cmpi eq, %[[M6]], %c2
+// CHECK: %[[CASE:.*]] = arith.select %[[IS2]], %c0{{.*}}, %[[CASE3]]
+// CHECK: %[[HIT:.*]] = arith.cmpi ult, %[[CASE]], %c2
+// CHECK-NEXT: scf.if %[[HIT]] -> (tensor<?x16xf32>) {
+// CHECK: %[[S2:.*]] = tensor.cast %[[X6]] : tensor<?x32xf32> to tensor<2x32xf32>
+// CHECK-NEXT: %[[D2:.*]] = tensor.cast %[[S2]] : tensor<2x32xf32> to tensor<?x32xf32>
+// CHECK-NEXT: %[[I2:.*]] = tensor.cast %[[INIT6]] : tensor<?x16xf32> to tensor<2x16xf32>
+// CHECK-NEXT: %[[J2:.*]] = tensor.cast %[[I2]] : tensor<2x16xf32> to tensor<?x16xf32>
+// CHECK-NEXT: linalg.matmul {dcmlir.kernel = "exact:2"} ins(%[[D2]], %[[W6]] : {{.*}}) outs(%[[J2]] :
+// CHECK: tensor.cast %[[X6]] : tensor<?x32xf32> to tensor<3x32xf32>
+// CHECK: linalg.matmul {dcmlir.kernel = "exact:3"}
+// CHECK: } else {
+// CHECK: arith.cmpi ule, %[[M6]], %c8
+// CHECK: linalg.matmul {dcmlir.kernel = "default"}
+// CHECK: dcmlir.kernel = "cpu:wg8x128:v1x16:k8"
+// CHECK: return

@@ -32,12 +32,14 @@ Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dcmlir.codegen.branches import PackedBranch, PackedForms
+from dcmlir.codegen.exact import balanced_cases, exact_cascade, fix_extents
 from dcmlir.codegen.fusion import FusedGroup, fused_consumers
 from dcmlir.codegen.packed import dispatch_region, loop_dims, region_return
+from dcmlir.codegen.shape_ties import FUNCTION_OPS, tie_where_needed
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, Split, WorkloadPlan, kernels_under
 from dcmlir.dispatch.branching import branch_levels, is_branched
 from dcmlir.ir.mlir import arith, ir, scf
@@ -45,8 +47,6 @@ from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.passes.split_entry import LEFT_TO_IREE
 from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate, packing_problem
 from dcmlir.workload import M, NotAWorkload, Workload, workloads
-
-FUNCTION_OPS = ("func.func", "util.func")
 
 KERNEL_ATTR = "dcmlir.kernel"
 """Set on every op the pass emits (the kernel's candidate key, or ``fallback``), so that
@@ -163,7 +163,8 @@ def emit_dispatch(
                 (
                     op,
                     f"dispatch: {len(planned.tree.kernels())} kernels, "
-                    f"tree depth {planned.tree.depth}, range {planned.describe_range()}{fused}",
+                    f"tree depth {planned.tree.depth}, range {planned.describe_range()}{fused}"
+                    + (f", {len(planned.exact)} exact shape(s) first" if planned.exact else ""),
                     False,
                 )
             )
@@ -306,7 +307,7 @@ def _rewrite(target: _Target) -> None:
             op, target.workload, dims, target.encoded, target.explicit, target.packs_weight, m_bound
         )
         alone = len(kernels) == 1 and target.serves_every_size(kernels[0])
-        if alone and target.fallback is not None:
+        if alone and target.fallback is not None and not target.plan.exact:
             # one kernel valid for every M, inside the range and out of it: no cascade at all
             chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
             _replace_group(target, [group.restore(chosen[0], sizes)])
@@ -321,14 +322,38 @@ def _rewrite(target: _Target) -> None:
                 branch = packed.branch(fallback, any_size=True)
                 scf.YieldOp(_clone_group(target, sizes, FALLBACK, None, branch))
         with ir.InsertionPoint(cascade.else_block):
-            levels = branch_levels(target.plan.tree)
-            root = target.plan.tree.root
-            scf.YieldOp(_emit_tree(target, sizes, root, dims, result_types, packed, levels))
+            levels, root = branch_levels(target.plan.tree), target.plan.tree.root
+            scf.YieldOp(
+                _with_exact(
+                    target,
+                    [dims[d.loop] for d in target.plan.dims],
+                    result_types,
+                    lambda: _emit_tree(target, sizes, root, dims, result_types, packed, levels),
+                )
+            )
         results = list(cascade.results)
-        if _function_of(op) == "util.func" or _inside_loop(op):
-            results = [_tie_shape(value, sizes) for value in results]
+        results = tie_where_needed(op, results, sizes)
         results = [group.restore(value, sizes) for value in results]
     _replace_group(target, results)
+
+
+def _with_exact(
+    target: _Target,
+    dims: Sequence[ir.Value],
+    result_types: list[ir.Type],
+    tree: Callable[[], list[ir.Value]],
+) -> list[ir.Value]:
+    """The shapes with their own build first (:mod:`dcmlir.codegen.exact`), then the tree."""
+    exact = target.plan.exact
+    if not exact:
+        return tree()
+
+    def build(number: int) -> list[ir.Value]:
+        clone = _clone(target.op, target.plan.kernels[exact[number].kernel].candidate_key, None)
+        fix_extents(clone, target.workload, exact[number].dims)
+        return [target.group.clone_after(clone)]
+
+    return exact_cascade([e.dims for e in exact], dims, result_types, build, tree)
 
 
 def _replace_group(target: _Target, results: Sequence[ir.Value]) -> None:
@@ -346,36 +371,6 @@ def _left_to_iree(op: ir.Operation) -> bool:
     while parent is not None and parent.name not in FUNCTION_OPS:
         parent = parent.parent
     return parent is not None and LEFT_TO_IREE in parent.attributes
-
-
-def _function_of(op: ir.Operation) -> str | None:
-    parent = op.parent
-    while parent is not None and parent.name not in FUNCTION_OPS:
-        parent = parent.parent
-    return None if parent is None else parent.name
-
-
-def _inside_loop(op: ir.Operation) -> bool:
-    """True when a region op other than the function holds ``op`` (``scf.for``, ...): a
-    loop carries the cascade's result as a block argument, whose dims IREE resolves only
-    through the yielded value's shape, which an ``scf.if`` does not give."""
-    parent = op.parent
-    while parent is not None and parent.name not in FUNCTION_OPS:
-        if parent.name != "scf.if":
-            return True
-        parent = parent.parent
-    return False
-
-
-def _tie_shape(value: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
-    """``flow.tensor.tie_shape value : type{sizes}``: the cascade's result with the sizes
-    of its dynamic dims, read before it (IREE need not look into the branches)."""
-    if not sizes:
-        return value
-    tied = ir.Operation.create(
-        "flow.tensor.tie_shape", results=[value.type], operands=[value, *sizes]
-    )
-    return tied.results[0]
 
 
 def _index(value: int) -> ir.Value:
@@ -444,17 +439,12 @@ def _emit_cases(
     packed: PackedForms,
 ) -> list[ir.Value]:
     """The kernel whose position is ``case``: a balanced scf.if search over the positions."""
-    if len(kernels) == 1:
-        return _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
-    half = len(kernels) // 2
-    last_low = target.plan.tree.kernels().index(kernels[half - 1])
-    low = arith.CmpIOp(arith.CmpIPredicate.ule, case, _index(last_low))
-    branch = scf.IfOp(low.result, result_types, has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp(_emit_cases(target, sizes, case, kernels[:half], result_types, packed))
-    with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp(_emit_cases(target, sizes, case, kernels[half:], result_types, packed))
-    return list(branch.results)
+    order = target.plan.tree.kernels()
+
+    def build(position: int) -> list[ir.Value]:
+        return _clone_group(target, sizes, *_kernel(target, order[position], packed))
+
+    return balanced_cases(case, [order.index(k) for k in kernels], result_types, build)
 
 
 def _kernel(

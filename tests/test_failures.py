@@ -405,7 +405,7 @@ def test_search_never_chooses_a_kernel_that_computed_wrong_numbers_once(tmp_path
         culprit: str | None = None
         culprit_shapes: list[tuple[int, ...]]  # where it was measured, in order
 
-        def measure_pairs(self, pairs, calls=None):  # type: ignore[no-untyped-def]
+        def measure_pairs(self, pairs, calls=None, again=False):  # type: ignore[no-untyped-def]
             report = MeasureReport(self.workload, [c for c, _ in pairs], [s for _, s in pairs])
             for candidate, shape in pairs:
                 if candidate.key() == self.culprit:

@@ -153,11 +153,26 @@ def explicit_workload_plan(workload: Workload) -> WorkloadPlan:
     )
 
 
+def exact_workload_plan(workload: Workload) -> WorkloadPlan:
+    """M in 1..16: M <= 8 skinny (1), else IREE's default (0); M = 2 and 3 their own build."""
+    shapes = [(m,) for m in range(1, 17)]
+    choices = {s: 1 if s[0] <= 8 else 0 for s in shapes}
+    return WorkloadPlan.build(
+        workload,
+        kernels(KERNEL_KEYS[:2]),
+        choices,
+        cost_table(shapes, 2),
+        ranges={0: (1, 16)},
+        exact={(2,): 1e-6, (3,): 2e-6},
+    )
+
+
 def lit_plans() -> dict[str, Plan]:
     """The plans lit_tests/emit_dispatch.mlir runs with, keyed by file name."""
     found = workloads_of(LIT_FILE.read_text())
     dense, scores = found[0], found[1]
     packed, explicit = (w for w in found if w.constant_operands)
+    exact = next(w for w in found if w.operand_shape(1) == (32, 16))
     main = Plan(
         LIT_TARGET,
         "emit_dispatch.mlir",
@@ -166,6 +181,7 @@ def lit_plans() -> dict[str, Plan]:
             scores_workload_plan(scores),
             packed_workload_plan(packed),
             explicit_workload_plan(explicit),
+            exact_workload_plan(exact),
         ),
     )
     td = Plan(

@@ -104,7 +104,7 @@ def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
         measurer,  # type: ignore[arg-type]
         TrivialCostModel(workload, TARGET, seed=0),
         candidates,
-        SearchSettings(budget=9, max_kernels=2, verify_batch=4),
+        SearchSettings(budget=9, max_kernels=2, verify_batch=4, exact_share=0),
         stream=io.StringIO(),
         shapes=SHAPES,
     ).run()

@@ -64,7 +64,13 @@ def records_of(path: Path) -> list[Record]:
 
 
 def measured_pairs(records: list[Record]) -> Counter[tuple[str, tuple[int, ...]]]:
-    return Counter((r.candidate_key, r.shape) for r in records if r.kind == "measure")
+    """First records per pair; a pair timed again side by side (an exact build beside the
+    kernel chosen there, a duel) is timed again whole where a stop cut its group."""
+    return Counter(
+        (r.candidate_key, r.shape)
+        for r in records
+        if r.kind == "measure" and not r.extra.get("again")
+    )
 
 
 def process_table() -> dict[int, tuple[int, str]]:
@@ -345,9 +351,9 @@ class MeasurerOrder(FakeMeasurer):
     """test_search's synthetic machine, answering in the real Measurer's order: pairs found
     in the records first, then the timed ones largest shape first."""
 
-    def measure_pairs(self, pairs, calls=None):  # type: ignore[no-untyped-def]
+    def measure_pairs(self, pairs, calls=None, again=False):  # type: ignore[no-untyped-def]
         timed_before = len(self.timed)
-        report = super().measure_pairs(pairs, calls)
+        report = super().measure_pairs(pairs, calls, again)
         fresh = set(self.timed[timed_before:])
         known = [(pair, r) for pair, r in report.records.items() if pair not in fresh]
         timed = sorted(
@@ -393,7 +399,8 @@ def test_search_resumed_mid_batch_decides_bit_for_bit_the_same(tmp_path: Path) -
         with pytest.raises(Stopped):
             search(StoppingDatabase(path, stop_after))
         resumed = search(StoppingDatabase(path, None))
-        assert resumed.measured_now == whole.measurements - stop_after
+        cut = whole.measurements - stop_after  # + 1 where a side-by-side pair was cut in two
+        assert resumed.measured_now in (cut, cut + 1)
         assert np.array_equal(resumed.estimate, whole.estimate), stop_after
         assert [k.key() for k in resumed.kernels] == [k.key() for k in whole.kernels]
         assert resumed.choice == whole.choice

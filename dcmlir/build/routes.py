@@ -25,6 +25,7 @@ from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import ENCODED_KERNEL_FLAGS
 from dcmlir.space import (
     Candidate,
+    ExactCandidate,
     Mmt4dCandidate,
     PackedCandidate,
     PackedFamily,
@@ -84,6 +85,8 @@ class ConfigRoute:
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
         if isinstance(candidate, PackedWeightCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
+        if isinstance(candidate, ExactCandidate):
+            return KernelVariant(function, exact=candidate.shape)
         attribute = candidate.compilation_info(workload)  # type: ignore[attr-defined]
         if attribute is None:
             return KernelVariant(function)
@@ -117,6 +120,8 @@ class TransformLibraryRoute:
     def variant(self, workload: Workload, candidate: Candidate, function: str) -> KernelVariant:
         if isinstance(candidate, PackedWeightCandidate):
             return packed_variant(candidate, function, packing_problem(workload) is None)
+        if isinstance(candidate, ExactCandidate):
+            return KernelVariant(function, exact=candidate.shape)
         levels = candidate.levels(workload)  # type: ignore[attr-defined]
         if levels is None:
             return KernelVariant(function)
@@ -209,7 +214,8 @@ def flag_group(candidate: Candidate) -> int:
 
 
 def _is_default(candidate: Candidate) -> bool:
-    return candidate.key() == "default"
+    """IREE's own lowering, on the dynamic op or at one exact shape: no sequence of ours."""
+    return candidate.key() == "default" or isinstance(candidate, ExactCandidate)
 
 
 def route_named(name: str) -> ConfigRoute | TransformLibraryRoute:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dcmlir.codegen.exact import fix_extents
 from dcmlir.codegen.mmt4d import rewrite_explicit, tuned_m_bound
 from dcmlir.codegen.packed import data_tile
 from dcmlir.ir.mlir import ir, parse_module
@@ -34,6 +35,7 @@ class KernelVariant:
     func_attributes: Mapping[str, str] = field(default_factory=dict)
     encoded: EncodedForm | None = None  # the op on data-tiling encodings, not as it is
     mmt4d: Mmt4dForm | None = None  # the op as explicit pack / mmt4d / unpack
+    exact: tuple[int, ...] | None = None  # the op's dynamic extents fixed to this shape
 
     @property
     def constant_weight(self) -> bool:
@@ -178,6 +180,8 @@ def kernel_module_text(
                 _explicit(_contraction_of(func), workload, variant.mmt4d)
                 continue
             op = _contraction_of(func)
+            if variant.exact is not None:
+                fix_extents(op, workload, variant.exact)
             _attach(op, variant.op_attributes, variant.name)
             _attach(func.operation, variant.func_attributes, variant.name)
         return str(module)

@@ -84,6 +84,8 @@ def pad_tiles(workload: Workload, candidate: Candidate) -> tuple[int, ...] | Non
     if isinstance(candidate, DefaultCandidate | DataTiledCandidate):
         return None
     levels = candidate.levels(workload)
+    if levels is None:  # IREE's own tiles (an exact build's): not known here
+        return None
     parallel = (
         levels.vector
         if isinstance(candidate, CpuCandidate | PackedCandidate | Mmt4dCandidate)

@@ -21,13 +21,20 @@ from dcmlir.dispatch.tree import (
     kernels_under,
     node_from_json,
 )
-from dcmlir.dispatch.workload_plan import PlannedDim, PlannedKernel, PlannedShape, WorkloadPlan
+from dcmlir.dispatch.workload_plan import (
+    ExactShape,
+    PlannedDim,
+    PlannedKernel,
+    PlannedShape,
+    WorkloadPlan,
+)
 
 __all__ = [
     "LEVELS",
     "MAX_DIM_VALUE",
     "PLAN_FORMAT",
     "DecisionTree",
+    "ExactShape",
     "Leaf",
     "Node",
     "Plan",

@@ -18,10 +18,10 @@ from dcmlir.dispatch.json_fields import get_field, int_pair
 from dcmlir.dispatch.tree import DecisionTree, TreeReport, decode_float, encode_float, fit_tree
 from dcmlir.records import ROUTES
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, candidate_from_json
+from dcmlir.space import Candidate, ExactCandidate, candidate_from_json
 from dcmlir.workload import DimSource, Workload
 
-__all__ = ["PlannedDim", "PlannedKernel", "PlannedShape", "WorkloadPlan"]
+__all__ = ["ExactShape", "PlannedDim", "PlannedKernel", "PlannedShape", "WorkloadPlan"]
 
 # --- pieces ----------------------------------------------------------------------------------
 
@@ -144,6 +144,25 @@ class PlannedShape:
         )
 
 
+@dataclass(frozen=True)
+class ExactShape:
+    """A shape the dispatch runs on its own build (:class:`~dcmlir.space.ExactCandidate`),
+    before the tree: ``kernel`` is that build's index in the plan's kernels."""
+
+    dims: Shape
+    kernel: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dims": list(self.dims), "kernel": self.kernel}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> ExactShape:
+        dims = get_field(obj, "dims", list, where)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in dims):
+            raise ValueError(f"{where}.dims must be a list of integers, got {dims!r}")
+        return cls(tuple(dims), get_field(obj, "kernel", int, where))
+
+
 # --- one workload ----------------------------------------------------------------------------
 
 
@@ -159,6 +178,7 @@ class WorkloadPlan:
     tree: DecisionTree
     report: TreeReport
     shapes: tuple[PlannedShape, ...] = field(default=(), repr=False)
+    exact: tuple[ExactShape, ...] = ()  # shapes with their own build, checked before the tree
 
     def __post_init__(self) -> None:
         if not self.dims:
@@ -185,6 +205,22 @@ class WorkloadPlan:
                     f"workload {self.key}: shape {list(shape.dims)} has {len(shape.dims)} "
                     f"values for {len(self.dims)} dynamic dims"
                 )
+        for found in self.exact:
+            self._check_exact(found)
+
+    def _check_exact(self, found: ExactShape) -> None:
+        where = f"workload {self.key}: exact shape {list(found.dims)}"
+        self._check_kernel(found.kernel, f"exact shape {list(found.dims)}")
+        candidate = self.kernels[found.kernel].candidate
+        if not isinstance(candidate, ExactCandidate) or candidate.shape != found.dims:
+            raise ValueError(
+                f"{where} names kernel {found.kernel} ({candidate.key()}), "
+                f"not its own build (exact:{'x'.join(map(str, found.dims))})"
+            )
+        if len(found.dims) != len(self.dims) or not self.in_range(
+            dict(zip((d.loop for d in self.dims), found.dims, strict=False))
+        ):
+            raise ValueError(f"{where} is not a shape of the range {self.describe_range()}")
 
     def runs(self, kind: type | types.UnionType) -> bool:
         """Whether any of the plan's kernels is a candidate of ``kind`` (a class or a union)."""
@@ -209,6 +245,7 @@ class WorkloadPlan:
         *,
         routes: str | Sequence[str] = "config",
         ranges: Mapping[int, tuple[int, int]] | None = None,
+        exact: Mapping[Shape, float] | None = None,
     ) -> WorkloadPlan:
         """Fit the dispatcher of ``workload`` and record the selection behind it.
 
@@ -218,7 +255,9 @@ class WorkloadPlan:
         shape -> predicted seconds of every kernel (a cost table row: the
         chosen kernel's entry is stored, the row prices the tree's mistakes);
         ``measured``: shape -> measured seconds of the chosen kernel, where
-        measured. ``ranges`` ({loop: (lo, hi)}) overrides the workload's.
+        measured. ``ranges`` ({loop: (lo, hi)}) overrides the workload's. ``exact``:
+        shape -> measured seconds of the shapes given their own build (appended to the
+        kernels, run before the tree; the tree is fitted without them).
         """
         dims = _planned_dims(workload, ranges)
         shapes = sorted(choices)
@@ -242,6 +281,11 @@ class WorkloadPlan:
             loops=[d.loop for d in dims],
         )
         times = dict(measured or {})
+        builds = sorted(exact or {})
+        first = len(kernels)
+        kernels = [*kernels, *(ExactCandidate(shape) for shape in builds)]
+        route_list += ["config"] * len(builds)
+        costs = {shape: float(seconds) for shape, seconds in (exact or {}).items()}
         return cls(
             key=workload.key,
             kind=workload.kind,
@@ -254,7 +298,9 @@ class WorkloadPlan:
             tree=tree,
             report=report,
             shapes=tuple(
-                PlannedShape(
+                PlannedShape(shape, first + builds.index(shape), costs[shape], costs[shape])
+                if shape in costs
+                else PlannedShape(
                     shape,
                     choices[shape],
                     float(predicted[shape][choices[shape]]),
@@ -262,6 +308,7 @@ class WorkloadPlan:
                 )
                 for shape in shapes
             ),
+            exact=tuple(ExactShape(shape, first + i) for i, shape in enumerate(builds)),
         )
 
     def in_range(self, dims: Mapping[int, int]) -> bool:
@@ -272,6 +319,10 @@ class WorkloadPlan:
         """The kernel the dispatch runs for a shape; None outside the range (IREE's default)."""
         if not self.in_range(dims):
             return None
+        values = tuple(dims[d.loop] for d in self.dims)
+        for found in self.exact:
+            if found.dims == values:
+                return self.kernels[found.kernel]
         return self.kernels[self.tree.select(dims)]
 
     def describe_range(self) -> str:
@@ -287,6 +338,7 @@ class WorkloadPlan:
             "tree": self.tree.to_json(),
             "tree_report": self.report.to_json(),
             "shapes": [s.to_json() for s in self.shapes],
+            "exact": [e.to_json() for e in self.exact],
         }
 
     @classmethod
@@ -294,6 +346,9 @@ class WorkloadPlan:
         dims = get_field(obj, "dims", list, where)
         kernels = get_field(obj, "kernels", list, where)
         shapes = get_field(obj, "shapes", list, where)
+        exact = obj.get("exact", []) if isinstance(obj, dict) else []  # older plans have none
+        if not isinstance(exact, list):
+            raise ValueError(f"{where}.exact must be a list, got {type(exact).__name__}")
         tree = get_field(obj, "tree", dict, where)
         report = get_field(obj, "tree_report", dict, where)
         try:
@@ -318,6 +373,9 @@ class WorkloadPlan:
             report=decoded_report,
             shapes=tuple(
                 PlannedShape.from_json(s, f"{where}.shapes[{i}]") for i, s in enumerate(shapes)
+            ),
+            exact=tuple(
+                ExactShape.from_json(e, f"{where}.exact[{i}]") for i, e in enumerate(exact)
             ),
         )
 

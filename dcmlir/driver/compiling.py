@@ -280,7 +280,8 @@ def _to_default(plan: Plan, kept: dict[str, bool]) -> Plan:
             else PlannedKernel(kernel.index, DefaultCandidate())
             for kernel in workload.kernels
         )
-        workloads.append(dataclasses.replace(workload, kernels=kernels))
+        exact = workload.exact if keep is not None else ()  # its builds are kernels too
+        workloads.append(dataclasses.replace(workload, kernels=kernels, exact=exact))
     return dataclasses.replace(plan, workloads=tuple(workloads))
 
 

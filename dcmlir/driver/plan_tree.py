@@ -70,6 +70,7 @@ def workload_plan(search: SearchResult, max_depth: int | None, route: str) -> Wo
             measured,
             depth,
             routes=route,
+            exact=search.exact,
         )
 
     if max_depth is not None:

@@ -45,6 +45,7 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
+from dcmlir.search.exact_builds import exact_order, time_side_by_side, walk_exact_builds
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, steady
@@ -52,6 +53,7 @@ from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
+from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.search.verification import verification_wanted
@@ -71,37 +73,6 @@ class CostModelLike(Protocol):
     def predict(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    budget: int = 400  # timed (candidate, shape) pairs, records included
-    max_kernels: int = 8
-    top_k: int = 4
-    verify_batch: int = 64  # pairs measured per verification round
-    verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
-    first_share: float = 0.25  # of the budget, at most, for the first measurements
-    contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
-    tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
-    weight_layouts: int = 2  # a constant weight's layouts in one workload's kernels (1 or 2)
-    duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels
-    duel_calls: int = 50  # a duel's pair is timed call by call, this many samples each
-    max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
-    seed: int = 0
-
-    @property
-    def reserve(self) -> int:
-        """The last measurements, kept back for proving the choice: only kernels already
-        measured are selected while they are spent (docs/design.md section 7, step 4)."""
-        return min(max(2 * self.max_kernels, self.budget // 10), self.budget // 4)
-
-    def __post_init__(self) -> None:
-        if min(self.budget, self.max_kernels, self.top_k, self.verify_batch, self.duel_calls) < 1:
-            raise ValueError("budget, max_kernels, top_k, verify_batch and duel_calls must be >= 1")
-        if self.verify_per_kernel < 1 or not 0 < self.first_share <= 1:
-            raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
-        if self.weight_layouts not in (1, 2):
-            raise ValueError("weight_layouts must be 1 or 2")
-
-
 @dataclass
 class SearchResult:
     workload: Workload
@@ -117,6 +88,7 @@ class SearchResult:
     rounds: int
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
+    exact: dict[Shape, float] = field(default_factory=dict)  # shapes given their own build
 
     def kernel_cost(self, shape: Shape, kernel: int) -> tuple[float, bool]:
         """(seconds, measured?) of one chosen kernel on one shape."""
@@ -413,6 +385,7 @@ class ShapeGenericSearch:
     def run(self) -> SearchResult:
         start = time.perf_counter()
         settings = self.settings
+        budget = settings.budget - int(settings.budget * settings.exact_share)  # the rest: exact
         first = self.first_pairs()
         print(
             f"dcmlir: search {self.workload.kind} key={self.workload.key}: "
@@ -433,7 +406,7 @@ class ShapeGenericSearch:
         while True:
             progress.set(self.used)
             estimate, predicted = self.estimate()
-            if settings.budget - self.used <= self.settings.reserve:  # prove, discover no more
+            if budget - self.used <= self.settings.reserve:  # prove, discover no more
                 estimate[:, self._never_measured()] = math.inf
             kernels, choice = self.select(estimate)
             chosen = [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
@@ -441,7 +414,7 @@ class ShapeGenericSearch:
                 {"round": rounds, "measurements": self.used, "kernels": len(kernels)}
                 | {"estimated_geomean_us": finite_geomean(chosen) * 1e6}
             )
-            remaining = settings.budget - self.used
+            remaining = budget - self.used
             if remaining <= 0:
                 break
             # the last measurements go in small rounds, each proving what it changed first
@@ -463,9 +436,10 @@ class ShapeGenericSearch:
             calls = settings.duel_calls if duel or floor else None
             self._measure(pairs[:remaining], calls, self.duel.again if duel else frozenset())
             rounds += 1
-        progress.set(progress.total)
         estimate, predicted = self.estimate()
         kernels, choice = self._proven_selection(estimate)
+        exact = self._exact_builds([self.candidates[c] for c in kernels], choice)
+        progress.set(progress.total)
         return SearchResult(
             workload=self.workload,
             shapes=self.shapes,
@@ -480,7 +454,19 @@ class ShapeGenericSearch:
             rounds=rounds,
             seconds=time.perf_counter() - start,
             history=history,
+            exact=exact,
         )
+
+    def _exact_builds(
+        self, kernels: list[Candidate], choice: dict[Shape, int]
+    ) -> dict[Shape, float]:
+        """The shapes given their own build (:mod:`.exact_builds`), with what is left."""
+        if not self.settings.exact_share:
+            return {}
+        pair = time_side_by_side(self.book, self.settings.duel_calls)
+        order = exact_order(self.workload, self.shapes)
+        left = self.settings.budget - self.used
+        return walk_exact_builds(order, lambda s: kernels[choice[s]], pair, left)
 
     def first_pairs(self) -> list[tuple[Candidate, Shape]]:
         """What is measured first (:mod:`.first_measurements`)."""

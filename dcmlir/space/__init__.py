@@ -18,6 +18,7 @@ from dcmlir.space.candidate import (
 from dcmlir.space.cpu import CPU_REFERENCE_DEPTH, CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
 from dcmlir.space.cuda_mma import CudaMmaCandidate, cuda_mma_space, mma_problem
+from dcmlir.space.exact import ExactCandidate
 from dcmlir.space.kinds import (
     Candidate,
     candidate_from_json,
@@ -51,6 +52,7 @@ __all__ = [
     "CudaMmaCandidate",
     "DataTiledCandidate",
     "DefaultCandidate",
+    "ExactCandidate",
     "Mmt4dCandidate",
     "PackedCandidate",
     "PackedFamily",

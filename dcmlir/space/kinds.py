@@ -15,6 +15,7 @@ from dcmlir.space.candidate import DefaultCandidate
 from dcmlir.space.cpu import CpuCandidate, cpu_space
 from dcmlir.space.cuda import CudaCandidate, cuda_space
 from dcmlir.space.cuda_mma import CudaMmaCandidate, cuda_mma_space, mma_problem
+from dcmlir.space.exact import ExactCandidate
 from dcmlir.space.packed import (
     DataTiledCandidate,
     Mmt4dCandidate,
@@ -44,6 +45,7 @@ Candidate = (
     | PackedCandidate
     | Mmt4dCandidate
     | DataTiledCandidate
+    | ExactCandidate
 )
 
 
@@ -113,9 +115,21 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         return _from_json_fields(CudaCandidate, values)
     if kind == CudaMmaCandidate.kind:
         return _from_json_fields(CudaMmaCandidate, obj)
+    if kind == ExactCandidate.kind:
+        return _exact_from_json(obj)
     raise ValueError(f"unknown candidate kind {kind!r} in JSON")
 
 
+def _exact_from_json(obj: Mapping[str, Any]) -> ExactCandidate:
+    shape = obj.get("shape")
+    if not isinstance(shape, list) or not all(type(v) is int for v in shape):
+        raise ValueError(f"exact candidate: 'shape' must be a list of integers, got {shape!r}")
+    candidate = _from_json_fields(ExactCandidate, {**obj, "shape": tuple(shape)})
+    candidate.validate()
+    return candidate
+
+
+_EXACT_KEY = re.compile(r"^exact:(\d+(?:x\d+)*)$")
 _CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
 _PACKED_KEY = re.compile(r"^packed:m(\d+)n(\d+)k(\d+)$")
 _MMT4D_KEY = re.compile(r"^mmt4d:m(\d+)n(\d+)k(\d+)$")
@@ -129,6 +143,9 @@ def candidate_from_key(key: str) -> Candidate:
         return DefaultCandidate()
     if key == "datatiled":
         return DataTiledCandidate()
+    found = _EXACT_KEY.match(key)
+    if found:
+        return ExactCandidate(tuple(int(v) for v in found.group(1).split("x")))
     found = _CPU_KEY.match(key)
     if found:
         wm, wn, cm, cn, vm, vn, vk = found.groups()
