@@ -91,7 +91,8 @@ def peer_threshold(plan: Plan) -> int | None:
         (dim,) = planned.dims
         lo, hi = dim.range
         for m in range(lo, hi + 1):
-            kernel = planned.kernels[planned.tree.select({dim.loop: m})].candidate
+            chosen = planned.select({dim.loop: m})  # an exact shape's build too
+            kernel = chosen.candidate if chosen is not None else DataTiledCandidate()
             if not _data_tilings_own(kernel):
                 found = m if found is None else max(found, m)
     return found

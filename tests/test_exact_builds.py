@@ -20,7 +20,13 @@ from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
-from dcmlir.search.exact_builds import MISSES, WIN, exact_order, walk_exact_builds
+from dcmlir.search.exact_builds import (
+    MISSES,
+    WIN,
+    exact_order,
+    reads_weight_as_is,
+    walk_exact_builds,
+)
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
 from dcmlir.space import (
     Candidate,
@@ -224,3 +230,16 @@ def test_the_dispatched_module_runs_exact_builds_at_their_shapes_only(tmp_path: 
 
 def parse_name(text: str) -> str:
     return text.split("@", 1)[1].split("(", 1)[0]
+
+
+def test_exact_builds_are_not_bought_where_the_weight_lives_packed_only() -> None:
+    """An exact build reads a constant weight as it is: a second copy where every chosen
+    kernel (and the fallback) reads it packed."""
+    import test_packed
+
+    constant = test_packed.workload_of(test_packed.constant_projection("nk"))
+    packed = [candidate_from_key("packed:m2n16k1"), candidate_from_key("datatiled")]
+    assert not reads_weight_as_is(constant, packed)
+    assert reads_weight_as_is(constant, [*packed, DefaultCandidate()])
+    assert reads_weight_as_is(constant, [candidate_from_key("cpu:wg8x128:v1x16:k8")])
+    assert reads_weight_as_is(dense_with_range(1, 16), packed)  # an argument: nothing held

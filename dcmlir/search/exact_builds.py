@@ -12,7 +12,8 @@ side and call by call; a build that wins by more than noise (:data:`WIN`) is kep
 the dispatch runs it when every dynamic extent equals its shape, before the tree.
 
 It costs a compile per build tried and two measurements (:data:`EXACT_SHARE` of the
-budget at most), and the walk stops after :data:`MISSES` shapes in a row without a win:
+budget at most), nothing where the chosen kernels read a constant weight packed only
+(:func:`reads_weight_as_is`), and the walk stops after :data:`MISSES` shapes in a row without a win:
 the fewer tiles a call has, the more an exact build gains, so past the first misses
 little is left.
 """
@@ -25,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dcmlir.records import Record
 from dcmlir.search.floor_builds import SAME
 from dcmlir.search.measured_pairs import MeasuredPairs
+from dcmlir.search.selection import weight_layouts
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, ExactCandidate
+from dcmlir.space import Candidate, DefaultCandidate, ExactCandidate, packing_problem
 from dcmlir.workload import Workload
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "MISSES",
     "WIN",
     "exact_order",
+    "reads_weight_as_is",
     "time_side_by_side",
     "walk_exact_builds",
 ]
@@ -63,6 +66,17 @@ def exact_order(workload: Workload, shapes: Sequence[Shape]) -> list[Shape]:
     if len(workload.dynamic_dims) > 1 and len(ranges) == 1:
         found = [s for s in found if len(set(s)) == 1]
     return sorted(found, key=lambda s: (math.prod(s), s))
+
+
+def reads_weight_as_is(workload: Workload, kernels: Sequence[Candidate]) -> bool:
+    """Whether exact builds cost no memory: the workload has no constant weight to pack, or
+    a chosen kernel reads it as it is already. An exact build is IREE's default, which
+    reads the weight as it is; where every chosen kernel reads it packed (and so does the
+    fallback), a build would keep a second copy of it, the cost the selection pays only
+    where one family alone loses to an IREE build (:data:`~dcmlir.search.selection.MIX_GAIN`)."""
+    if packing_problem(workload) is not None:
+        return True
+    return weight_layouts([*kernels, DefaultCandidate()]) == weight_layouts(kernels)
 
 
 def walk_exact_builds(

@@ -45,7 +45,12 @@ from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.progress import Progress
 from dcmlir.records import Record
 from dcmlir.search.baseline_evidence import against_builds, baseline_wants
-from dcmlir.search.exact_builds import exact_order, time_side_by_side, walk_exact_builds
+from dcmlir.search.exact_builds import (
+    exact_order,
+    reads_weight_as_is,
+    time_side_by_side,
+    walk_exact_builds,
+)
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, steady
@@ -461,7 +466,7 @@ class ShapeGenericSearch:
         self, kernels: list[Candidate], choice: dict[Shape, int]
     ) -> dict[Shape, float]:
         """The shapes given their own build (:mod:`.exact_builds`), with what is left."""
-        if not self.settings.exact_share:
+        if not self.settings.exact_share or not reads_weight_as_is(self.workload, kernels):
             return {}
         pair = time_side_by_side(self.book, self.settings.duel_calls)
         order = exact_order(self.workload, self.shapes)
