@@ -120,7 +120,7 @@ def load_problem(name: str, text: str, records: list, workdir: Path) -> Problem:
 # -- strategies ---------------------------------------------------------------------------------
 def exact_builds(budget: int) -> int:
     """What a real tune of ``budget`` keeps for exact builds, at most (counted as spent)."""
-    return int(budget * SearchSettings().exact_share)
+    return SearchSettings(budget=budget).exact_budget
 
 
 def search(problem: Problem, budget: int, seed: int) -> tuple[SearchResult, int]:

@@ -135,7 +135,7 @@ def test_the_search_buys_exact_builds_within_its_budget_and_the_plan_runs_them(
     result = search.run()
     assert result.measurements <= 80
     exact = [(k, s) for k, s in measurer.timed if k.startswith("exact:")]
-    assert len(exact) <= int(80 * settings.exact_share) // 2
+    assert len(exact) <= settings.exact_budget // 2
     assert set(result.exact) <= {(1,), (2,), (3,), (4,)} and result.exact
     for shape, seconds in result.exact.items():
         chosen = result.kernels[result.choice[shape]]

@@ -512,10 +512,10 @@ def test_packed_projections_are_tuned_again_where_another_runs_explicit_kernels(
         search = SimpleNamespace(candidates=FAMILY)
         return SimpleNamespace(workload=workload, plan=SimpleNamespace(runs=runs), search=search)
 
-    calls: list[tuple[str, frozenset[str]]] = []
+    calls: list[tuple[str, frozenset[str], frozenset[str]]] = []
 
-    def search_of(workload: Any, excluded: frozenset[str]) -> Any:
-        calls.append((workload.key, excluded))
+    def search_of(workload: Any, excluded: frozenset[str], floor_only: frozenset[str]) -> Any:
+        calls.append((workload.key, excluded, floor_only))
         return "searched again"
 
     explicit = report(constant, [Mmt4dCandidate(8, 32)])
@@ -525,8 +525,35 @@ def test_packed_projections_are_tuned_again_where_another_runs_explicit_kernels(
     stream = io.StringIO()
     again = list(retuned_in_one_layout([explicit, packed, attention], search_of, stream))
     assert again == [(constant.key, "searched again")]
-    assert calls == [(constant.key, frozenset({"packed:m16n16k1", "datatiled"}))]
+    # IREE's data tiling stays, as the floor only: measured, never run
+    assert calls == [(constant.key, frozenset({"packed:m16n16k1"}), frozenset({"datatiled"}))]
     assert "without the packed family" in stream.getvalue()
+
+
+def test_data_tiling_as_the_floor_only_is_never_run_and_judges_the_families() -> None:
+    """The one-layout search again: IREE's data tiling measured as the floor, not run. With
+    IREE's default the only floor, the codegen family (which holds it) never loses and
+    wins at 3-6x data tiling's time at T = 3, 4 (`dense_out`, two threads)."""
+    from dcmlir.search.selection import select_kernels
+
+    candidates = [DefaultCandidate(), candidate_from_key("cpu:wg8x128:v1x16:k8")]
+    candidates.append(DataTiledCandidate())
+    candidates.append(Mmt4dCandidate(8, 32))
+    shapes = [(t,) for t in range(1, 5)]
+    estimate = np.array(  # default, codegen, data tiling, mmt4d
+        [[1.0, 0.9, 2.0, 1.5], [1.0, 0.9, 1.5, 1.5], [4.0, 3.0, 1.0, 1.05], [8.0, 6.0, 1.0, 1.05]]
+    )
+    floor = SearchSettings(floor_only=frozenset({"datatiled"}), weight_layouts=1)
+    assert kernel_families(candidates, floor.floor_only) == [[0, 1], [3]]
+    kernels, choice = select_kernels(estimate, shapes, candidates, floor)
+    assert 2 not in kernels
+    assert [candidates[kernels[choice[s]]].key() for s in shapes[2:]] == ["mmt4d:m8n32k1"] * 2
+    without = [c for c in candidates if not isinstance(c, DataTiledCandidate)]
+    kernels, choice = select_kernels(estimate[:, [0, 1, 3]], shapes, without, floor)
+    assert {without[kernels[choice[s]]].key() for s in shapes} <= {
+        "default",
+        "cpu:wg8x128:v1x16:k8",
+    }
 
 
 def test_a_tile_count_is_the_median_of_its_measurements() -> None:

@@ -266,7 +266,7 @@ def test_the_reserve_proves_measured_kernels_and_brings_in_none(
     end with IREE's default when the budget runs out (quality replay, budget 110)."""
     measurer, _ = run_search(tmp_path, budget)
     settings = SearchSettings(budget=budget, max_kernels=4)
-    start = budget - int(budget * settings.exact_share) - settings.reserve
+    start = budget - settings.exact_budget - settings.reserve
     assert 0 < start < len(measurer.timed)
     before = {key for key, _ in measurer.timed[:start]}
     # exact builds come after the proven selection, outside the space (test_exact_builds)

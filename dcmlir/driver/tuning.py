@@ -233,8 +233,13 @@ def tune(
 
         explicit = _explicit_kernels_offered(model, stream)
 
-        def search_of(workload: Workload, excluded: frozenset[str] = frozenset()) -> SearchResult:
+        def search_of(
+            workload: Workload,
+            excluded: frozenset[str] = frozenset(),
+            floor_only: frozenset[str] = frozenset(),
+        ) -> SearchResult:
             measurer = measurers[workload.key]
+            settings = roles.search_settings(parts[workload.key], max_kernels, seed, weight_layouts)
             return ShapeGenericSearch(
                 workload,
                 measurer,
@@ -244,7 +249,7 @@ def tune(
                     for c in _space_of(target_object, workload)
                     if c.key() not in excluded and (explicit or not isinstance(c, Mmt4dCandidate))
                 ],
-                roles.search_settings(parts[workload.key], max_kernels, seed, weight_layouts),
+                dataclasses.replace(settings, floor_only=floor_only) if floor_only else settings,
                 stream=stream,
                 shapes=workload.tied_shapes(),
                 known=[(DefaultCandidate(), shape) for shape in probes.get(workload.key, {})],

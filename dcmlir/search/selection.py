@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,12 +78,16 @@ class SelectionSettings(Protocol):
     top_k: int
     tie_margin: float
     weight_layouts: int  # a weight's layouts in one workload's kernels: 1, or 2 (a mix)
+    floor_only: frozenset[str]  # IREE builds (keys) that are the floor but never run
 
 
-def kernel_families(candidates: Sequence[Candidate]) -> list[list[int]]:
+def kernel_families(
+    candidates: Sequence[Candidate], floor_only: Collection[str] = ()
+) -> list[list[int]]:
     """Column groups one workload's kernels all come from: the kernels that read the
     weight packed by IREE's encodings (the packed family, with IREE's data tiling when it
-    is offered beside it), the explicit mmt4d kernels of each ``N0``, and the rest."""
+    is offered beside it), the explicit mmt4d kernels of each ``N0``, and the rest; the
+    candidates keyed in ``floor_only`` in none (measured as the floor, never run)."""
     packs_weight = any(isinstance(c, PackedCandidate) for c in candidates)
     packed = [
         i
@@ -97,7 +101,8 @@ def kernel_families(candidates: Sequence[Candidate]) -> list[list[int]]:
     in_family = set(packed).union(*explicit.values())
     rest = [i for i in range(len(candidates)) if i not in in_family]
     families = [rest, packed, *(explicit[n0] for n0 in sorted(explicit))]
-    return [columns for columns in families if columns]
+    kept = [[i for i in columns if candidates[i].key() not in floor_only] for columns in families]
+    return [columns for columns in kept if columns]
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ def family_selections(
     floor = build_floor(estimate, candidates)
     return [
         _selection(estimate, shapes, columns, floor, settings)
-        for columns in kernel_families(candidates)
+        for columns in kernel_families(candidates, settings.floor_only)
     ]
 
 

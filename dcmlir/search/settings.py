@@ -25,6 +25,14 @@ class SearchSettings:
     max_shapes: int = 256  # shapes in the estimated table; larger ranges are sampled
     seed: int = 0
     exact_share: float = EXACT_SHARE  # of the budget, at most, for exact builds (0: none)
+    floor_only: frozenset[str] = frozenset()  # IREE builds (keys) measured as the floor, never run
+
+    @property
+    def exact_budget(self) -> int:
+        """Measurements kept for exact builds: ``exact_share`` of the budget, none where
+        that is less than one shape's pair."""
+        kept = int(self.budget * self.exact_share)
+        return kept if kept >= 2 else 0
 
     @property
     def reserve(self) -> int:

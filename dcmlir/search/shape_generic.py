@@ -230,7 +230,7 @@ class ShapeGenericSearch:
 
     # -- selecting ---------------------------------------------------------------------------
     def families(self) -> list[list[int]]:
-        return kernel_families(self.candidates)
+        return kernel_families(self.candidates, self.settings.floor_only)
 
     def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The kernels (columns) and each shape's pick: see :mod:`dcmlir.search.selection`."""
@@ -390,7 +390,7 @@ class ShapeGenericSearch:
     def run(self) -> SearchResult:
         start = time.perf_counter()
         settings = self.settings
-        budget = settings.budget - int(settings.budget * settings.exact_share)  # the rest: exact
+        budget = settings.budget - settings.exact_budget  # the rest: exact builds
         first = self.first_pairs()
         print(
             f"dcmlir: search {self.workload.kind} key={self.workload.key}: "
@@ -466,7 +466,7 @@ class ShapeGenericSearch:
         self, kernels: list[Candidate], choice: dict[Shape, int]
     ) -> dict[Shape, float]:
         """The shapes given their own build (:mod:`.exact_builds`), with what is left."""
-        if not self.settings.exact_share or not reads_weight_as_is(self.workload, kernels):
+        if not self.settings.exact_budget or not reads_weight_as_is(self.workload, kernels):
             return {}
         pair = time_side_by_side(self.book, self.settings.duel_calls)
         order = exact_order(self.workload, self.shapes)
