@@ -440,7 +440,10 @@ def markdown(report: dict) -> str:
         "",
         "Quality: geomean over the oracle's T of (the oracle's best time at T, over every"
         " candidate and IREE's default) / (the recorded time of the kernel the strategy"
-        " dispatches at T). Budget B: timed (candidate, T) pairs.",
+        " dispatches at T). Budget B: timed (candidate, T) pairs. dcmlir's search runs on"
+        " B less the share a real tune keeps for exact builds (10%: IREE's default made"
+        " static for one T, outside the space the oracle is over, design.md section 13),"
+        " and the whole of B is counted as spent.",
         "",
         "- **dcmlir**: the search `dcmlir tune` runs (real cost model, fresh records per run),"
         " its plan's decision tree dispatching each T; seeds"
