@@ -24,6 +24,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "CandidateError",
     "DefaultCandidate",
+    "IreeTiles",
     "TileLevels",
     "TiledCandidate",
     "balanced_split",
@@ -156,8 +157,24 @@ class TiledCandidate:
 # --- IREE's default ------------------------------------------------------------------------
 
 
+class IreeTiles:
+    """What the kinds whose tiles IREE chooses share (its default, its data tiling, its
+    default on one static shape): no levels known here, no attribute on the op."""
+
+    def levels(self, workload: Workload) -> None:
+        """Unknown until IREE chooses them."""
+        return None
+
+    def compilation_info(self, workload: Workload) -> None:
+        """No attribute: the op is left for IREE's heuristics."""
+        return None
+
+    def op_attributes(self, workload: Workload) -> str:
+        return ""
+
+
 @dataclass(frozen=True)
-class DefaultCandidate:
+class DefaultCandidate(IreeTiles):
     """IREE's own lowering: no attribute, IREE picks tiles (with its ``cache_parallel`` level).
 
     Always the first candidate (docs/design.md section 2): a dispatch never loses to it.
@@ -168,19 +185,8 @@ class DefaultCandidate:
     def key(self) -> str:
         return "default"
 
-    def levels(self, workload: Workload) -> None:
-        """Unknown until IREE chooses them."""
-        return None
-
     def lowering_config(self, workload: Workload) -> None:
         return None
-
-    def compilation_info(self, workload: Workload) -> None:
-        """No attribute: the op is left for IREE's heuristics."""
-        return None
-
-    def op_attributes(self, workload: Workload) -> str:
-        return ""
 
     def problems(self, target: Target | None = None) -> list[str]:
         return []

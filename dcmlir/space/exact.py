@@ -17,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from dcmlir.space.candidate import IreeTiles
 from dcmlir.target import Target
-from dcmlir.workload import Workload
 
 __all__ = ["ExactCandidate"]
 
 
 @dataclass(frozen=True)
-class ExactCandidate:
+class ExactCandidate(IreeTiles):
     """IREE's default on the op with its dynamic loops fixed to ``shape`` (the values of the
     dynamic loops, in loop order) by ``tensor.cast``: IREE compiles a static dispatch."""
 
@@ -36,16 +36,6 @@ class ExactCandidate:
 
     def key(self) -> str:
         return "exact:" + "x".join(map(str, self.shape))
-
-    def levels(self, workload: Workload) -> None:
-        """IREE chooses the tiles, for this shape."""
-        return None
-
-    def compilation_info(self, workload: Workload) -> None:
-        return None
-
-    def op_attributes(self, workload: Workload) -> str:
-        return ""
 
     def problems(self, target: Target | None = None) -> list[str]:
         if not self.shape:

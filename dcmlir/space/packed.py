@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dcmlir.shapes import ceil_div
-from dcmlir.space.candidate import TileLevels, check_sizes, per_loop
+from dcmlir.space.candidate import IreeTiles, TileLevels, check_sizes, per_loop
 from dcmlir.target import CpuTarget, Target
 from dcmlir.workload import BATCH, K, M, N, Workload
 
@@ -197,7 +197,7 @@ def data_tiling_problem(workload: Workload) -> str | None:
 
 
 @dataclass(frozen=True)
-class DataTiledCandidate:
+class DataTiledCandidate(IreeTiles):
     """IREE's own data tiling of this one op (``--iree-opt-data-tiling``'s encodings, its
     tile for a large M), chosen per shape like any kernel: operands packed in the
     dispatch, ``mmt4d`` (batch ``mmt4d``) ukernels, unpacked."""
@@ -216,16 +216,6 @@ class DataTiledCandidate:
         found = self.problems(target)
         if found:
             raise ValueError(f"{self.key()}: {'; '.join(found)}")
-
-    def levels(self, workload: Workload) -> None:
-        """IREE chooses the tiles."""
-        return None
-
-    def compilation_info(self, workload: Workload) -> None:
-        return None
-
-    def op_attributes(self, workload: Workload) -> str:
-        return ""
 
     def features(self, target: Target | None = None) -> dict[str, float]:
         return {"is_default": 0.0, "is_data_tiled": 1.0}
