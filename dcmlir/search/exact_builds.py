@@ -6,16 +6,16 @@ tiles plus remainders, and IREE's default on the op made static for the one shap
 EPYC, attention context on two threads ran 1.03-1.20x over IREE's default at T <= 8
 with the kernels of the search, where IREE's per-shape static builds ran 1.36-1.46x;
 above T = 8 the kernels were ahead (1.74-1.82x against 1.58-1.71x; docs/design.md
-section 14). So after the selection is proven, the search walks up the shapes from the
+section 13). So after the selection is proven, the search walks up the shapes from the
 smallest call and times each shape's exact build beside the kernel chosen there, side by
 side and call by call; a build that wins by more than noise (:data:`WIN`) is kept, and
 the dispatch runs it when every dynamic extent equals its shape, before the tree.
 
 It costs a compile per build tried and two measurements (:data:`EXACT_SHARE` of the
 budget at most), nothing where the chosen kernels read a constant weight packed only
-(:func:`reads_weight_as_is`), and the walk stops after :data:`MISSES` shapes in a row without a win:
-the fewer tiles a call has, the more an exact build gains, so past the first misses
-little is left.
+(:func:`reads_weight_as_is`), and the walk stops after :data:`MISSES` shapes in a row
+without a win: the fewer tiles a call has, the more an exact build gains, so past the
+first misses little is left.
 """
 
 from __future__ import annotations
