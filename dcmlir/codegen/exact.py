@@ -56,7 +56,8 @@ def exact_cascade(
     one ``scf.if`` on it, and a balanced ``scf.if`` search over the cases (a nesting depth
     of log2 of the shapes, not one level a shape)."""
     index = ir.IndexType.get()
-    case = arith.ConstantOp(index, len(shapes)).result
+    none = arith.ConstantOp(index, len(shapes)).result
+    case = none
     for number, shape in reversed(list(enumerate(shapes))):
         equal = None
         for value, extent in zip(dims, shape, strict=True):
@@ -65,7 +66,6 @@ def exact_cascade(
             ).result
             equal = check if equal is None else arith.AndIOp(equal, check).result
         case = arith.SelectOp(equal, arith.ConstantOp(index, number).result, case).result
-    none = arith.ConstantOp(index, len(shapes)).result
     hit = arith.CmpIOp(arith.CmpIPredicate.ult, case, none).result
     branch = scf.IfOp(hit, list(result_types), has_else=True)
     with ir.InsertionPoint(branch.then_block):

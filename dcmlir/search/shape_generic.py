@@ -443,13 +443,14 @@ class ShapeGenericSearch:
             rounds += 1
         estimate, predicted = self.estimate()
         kernels, choice = self._proven_selection(estimate)
-        exact = self._exact_builds([self.candidates[c] for c in kernels], choice)
+        chosen = [self.candidates[c] for c in kernels]
+        exact = self._exact_builds(chosen, choice)
         progress.set(progress.total)
         return SearchResult(
             workload=self.workload,
             shapes=self.shapes,
             candidates=self.candidates,
-            kernels=[self.candidates[c] for c in kernels],
+            kernels=chosen,
             choice=choice,
             estimate=estimate,
             predicted=predicted,
