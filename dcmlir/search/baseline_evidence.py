@@ -119,14 +119,19 @@ def beaten_rows(
             pairs += timed_again
         if not pairs:
             continue
-        cover = cover_matrix(joint[:, column], near)
+        masks = joint[:, column]
+        cover = cover_matrix(masks, near)
         beaten = []
         for row in region:
-            covering = [(distance[r, row], value) for r, value in pairs if cover[r, row]]
+            covering = [
+                ((masks[r] != masks[row], round(float(distance[r, row]), 9)), value)
+                for r, value in pairs
+                if cover[r, row]
+            ]
             if not covering:
                 continue
-            closest = min(d for d, _ in covering)
-            if all(value > line for d, value in covering if d == closest):
+            closest = min(rank for rank, _ in covering)
+            if all(value > line for rank, value in covering if rank == closest):
                 beaten.append(row)
         if beaten:
             found[column] = beaten
