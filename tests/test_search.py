@@ -20,6 +20,7 @@ from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
+from dcmlir.search.selection import measured_first
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.search.verification import hidden_contenders, verification_wanted
@@ -221,6 +222,53 @@ def test_the_closest_pair_decides_whether_the_kernel_lost_beside_the_default() -
     assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
     times[(0, 2)] = 1.01  # within the tie margin: a tie keeps the kernel
     assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
+
+
+def test_a_pair_in_the_rows_own_class_decides_before_a_nearer_one_with_more_remainders() -> None:
+    """Rows T = 60, 64, 128: a remainder at 60 only. The kernel (column 0) lost beside the
+    build at T = 60, where it runs its remainder code, and won at T = 128, in T = 64's own
+    class: that pair decides T = 64, though T = 60 is nearer. At oracle replay of
+    attention scores (B = 240) a kernel measured at 35 us at T = 64 lost it that way to one
+    estimated at 39 us that took 53."""
+    masks = np.array([[1, 0], [0, 0], [0, 0]])
+    shapes = [(60,), (64,), (128,)]
+    distance, near = log_distance(shapes), np.ones((3, 3), dtype=bool)
+    times = {(0, 0): 1.2, (1, 0): 1.0, (0, 2): 0.5, (1, 2): 1.0}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    regions = {0: [0, 1, 2]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0]}
+    del times[(0, 2)]  # no pair in T = 64's class: the one with more remainders decides
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1, 2]}
+
+
+def test_pairs_equally_far_decide_together() -> None:
+    """T = 32 and 128 are both 2x from 64 (their log distances differ in the last bit): a
+    loss at one and a win at the other is no loss at T = 64."""
+    shapes = [(32,), (64,), (128,)]
+    distance, near = log_distance(shapes), np.ones((3, 3), dtype=bool)
+    masks = np.zeros((3, 2), dtype=np.int64)
+    times = {(0, 0): 1.2, (1, 0): 1.0, (0, 2): 0.5, (1, 2): 1.0}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {}
+    times[(0, 2)] = 1.2
+    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {0: [1]}
+
+
+def test_the_final_pick_takes_a_measurement_over_an_estimate_less_than_the_margin_ahead() -> None:
+    """Two shapes, two kernels, the first measured at both and the second at neither: 5%
+    ahead by its estimate is not enough, 15% is."""
+    estimate = np.array([[1.0, 0.95], [1.0, 0.85]])
+    measured = np.array([[True, False], [True, False]])
+    wary = measured_first(estimate, measured, 0.10)
+    assert wary.argmin(axis=1).tolist() == [0, 1]
+    assert wary[:, 0].tolist() == [1.0, 1.0]  # a measurement is as it was
+    assert measured_first(estimate, measured, 0.0).argmin(axis=1).tolist() == [1, 1]
 
 
 def test_a_pair_speaks_only_for_shapes_near_it() -> None:
