@@ -15,6 +15,15 @@ records hold is not timed again.
 ``--compact``: the records gzipped, less what a replay never reads (``quality.py`` and
 ``oracle_noise.py`` read either form).
 
+``--merge``: one oracle from several passes of this script (``--out`` of each, the first
+the whole oracle): a pair timed in every pass gets the median of its passes' medians
+(``extra["passes"]``) and their samples pooled; the rest is the first pass's. One pass
+agrees with a second only to 0.93-0.99 (``oracle_noise.py``); the median of three is what
+a target of 0.97 can be checked against.
+
+    python benchmarks/oracle.py --merge results/oracle_epyc.jsonl,pass2.jsonl,pass3.jsonl \
+        --compact docs/results/oracle_epyc.jsonl.gz
+
 The BERT-base workloads and the three held-out ones of ``benchmarks/never_slower.py``
 (weights as arguments here, as in the replay) are known by name.
 """
@@ -25,6 +34,7 @@ import argparse
 import dataclasses
 import gzip
 import io
+import statistics
 import sys
 import tempfile
 import time
@@ -74,9 +84,41 @@ def compact(records: Path, out: Path) -> None:
             handle.write(dataclasses.replace(record, extra=extra).to_line() + "\n")
 
 
+def merge(passes: list[Path], out: Path) -> None:
+    """The passes' records as one oracle in ``out`` (module docstring, ``--merge``)."""
+    first, *others = [load_oracle(path) for path in passes]
+    timed = [{_pair(r): r for r in records if r.kind == "measure"} for records in others]
+    with out.open("w", encoding="utf-8") as handle:
+        for record in first:
+            again = [pairs.get(_pair(record)) for pairs in timed]
+            if record.kind == "measure" and record.ok and all(r is not None for r in again):
+                record = _merged(record, [r for r in again if r is not None])
+            handle.write(record.to_line() + "\n")
+
+
+def _pair(record: Record) -> tuple[str, str, str, tuple[int, ...]]:
+    return (record.workload, record.target_key, record.candidate_key, record.shape)
+
+
+def _merged(record: Record, again: list[Record]) -> Record:
+    """``record`` and the same pair timed again; a pass that failed it keeps its failure."""
+    failed = next((r for r in again if not r.ok), None)
+    if failed is not None:
+        return failed
+    medians = [record.median, *(r.median for r in again)]
+    times = record.times + tuple(t for r in again for t in r.times)
+    extra = {**record.extra, "passes": medians}
+    return dataclasses.replace(record, median=statistics.median(medians), times=times, extra=extra)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="records file (appended to)")
+    parser.add_argument("--out", type=Path, help="records file (appended to)")
+    parser.add_argument(
+        "--merge",
+        metavar="PASSES",
+        help="comma-separated records files of several passes: write one oracle to --compact",
+    )
     parser.add_argument(
         "--compact", type=Path, metavar="GZ", help="then write the records gzipped to GZ"
     )
@@ -85,6 +127,16 @@ def main() -> int:
     parser.add_argument("--min-time", type=float, default=0.01)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.merge:
+        if not args.compact:
+            parser.error("--merge writes to --compact GZ; give it")
+        with tempfile.TemporaryDirectory() as scratch:
+            merged = Path(scratch) / "merged.jsonl"
+            merge([Path(p) for p in args.merge.split(",")], merged)
+            compact(merged, args.compact)
+        return 0
+    if args.out is None:
+        parser.error("--out is needed to measure")
     texts = known_workloads()
     names = args.workloads.split(",")
     unknown = [n for n in names if n not in texts]

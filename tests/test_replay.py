@@ -8,6 +8,8 @@ second.
 from __future__ import annotations
 
 import io
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,34 @@ def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
     ).run()
     assert result.measurements == measurer.measured <= 9
     assert set(result.measured) == set(measurer.timed)
+
+
+def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_path: Path) -> None:
+    """benchmarks/oracle.py --merge: three passes, a pair's middle pass is its median;
+    a pair one pass did not time keeps the first pass's; the failure stays a failure."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from oracle import load_oracle, merge
+
+    workload, _, first = oracle_file(tmp_path)
+    records = RecordDatabase(first, fsync=False).load()
+    passes = [first]
+    for factor in (3.0, 0.5):
+        again = RecordDatabase(tmp_path / f"pass{factor}.jsonl", fsync=False)
+        for record in records:
+            if factor == 0.5 and record.shape == (3,):
+                continue  # not timed again in the last pass
+            if record.ok and record.shape != (1,):
+                times = tuple(t * factor for t in record.times)
+                record = replace(record, times=times, median=record.median * factor)
+            again.append(record)
+        passes.append(again.path)
+    merge(passes, tmp_path / "merged.jsonl")
+    table = ReplayTable.from_records(load_oracle(tmp_path / "merged.jsonl"), workload.key)
+    default = DefaultCandidate().key()
+    assert table.seconds(default, (2,)) == pytest.approx(2e-3)  # median of 2, 6 and 1 ms
+    assert len(table.records[(default, (2,))].times) == 6
+    assert table.records[(default, (2,))].extra["passes"] == pytest.approx([2e-3, 6e-3, 1e-3])
+    assert table.seconds(default, (1,)) == pytest.approx(1e-3)
+    assert table.seconds(default, (3,)) == pytest.approx(3e-3)
+    assert "passes" not in table.records[(default, (3,))].extra
+    assert not table.records[(table.candidate_keys[2], (4,))].ok
