@@ -20,7 +20,6 @@ from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
-from dcmlir.search.selection import measured_first
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.search.verification import hidden_contenders, verification_wanted
@@ -258,17 +257,6 @@ def test_pairs_equally_far_decide_together() -> None:
     assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {}
     times[(0, 2)] = 1.2
     assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {0: [1]}
-
-
-def test_the_final_pick_takes_a_measurement_over_an_estimate_less_than_the_margin_ahead() -> None:
-    """Two shapes, two kernels, the first measured at both and the second at neither: 5%
-    ahead by its estimate is not enough, 15% is."""
-    estimate = np.array([[1.0, 0.95], [1.0, 0.85]])
-    measured = np.array([[True, False], [True, False]])
-    wary = measured_first(estimate, measured, 0.10)
-    assert wary.argmin(axis=1).tolist() == [0, 1]
-    assert wary[:, 0].tolist() == [1.0, 1.0]  # a measurement is as it was
-    assert measured_first(estimate, measured, 0.0).argmin(axis=1).tolist() == [1, 1]
 
 
 def test_a_pair_speaks_only_for_shapes_near_it() -> None:

@@ -48,7 +48,6 @@ __all__ = [
     "family_selections",
     "kernel_families",
     "layout_mixes",
-    "measured_first",
     "select_kernels",
     "weight_layouts",
 ]
@@ -347,15 +346,6 @@ def _cover_gain(
     covered = [row for row in uncovered if column in top[row]]
     cost = float(np.sum(np.log(estimate[covered, column]))) if covered else 0.0
     return (len(covered), -cost, -column)
-
-
-def measured_first(estimate: np.ndarray, measured: np.ndarray, margin: float) -> np.ndarray:
-    """``estimate`` with every pair not ``measured`` ``margin`` slower, so that a final pick
-    takes a measurement over an estimate that beats it by less (docs/design.md section 7,
-    step 5). On the oracle replay of `dense_qkv` (B = 110) a kernel never measured at
-    T = 24..64, estimated up to 4% faster than one measured there or tied with it, ran
-    5-19% slower."""
-    return np.where(measured, estimate, estimate * (1 + margin))
 
 
 def finite_geomean(values: Sequence[float]) -> float:

@@ -18,7 +18,6 @@ class SearchSettings:
     verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
     first_share: float = 0.25  # of the budget, at most, for the first measurements
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
-    unmeasured_margin: float = 0.10  # an unmeasured pair is this much slower in the final pick
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     weight_layouts: int = 2  # a constant weight's layouts in one workload's kernels (1 or 2)
     duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels

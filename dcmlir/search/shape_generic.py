@@ -57,12 +57,7 @@ from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, 
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
-from dcmlir.search.selection import (
-    finite_geomean,
-    kernel_families,
-    measured_first,
-    select_kernels,
-)
+from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
@@ -256,7 +251,10 @@ class ShapeGenericSearch:
         estimate hides, which the reserve leaves alone: a kernel they bring in needs proofs
         after them)."""
         picks = [kernels[choice[shape]] for shape in self.shapes]
-        measured = self._measured_mask()
+        measured = np.zeros(estimate.shape, dtype=bool)
+        for key, shape in self.measured:
+            if key in self.columns and shape in self.shape_index:
+                measured[self.shape_index[shape], self.columns[key]] = True
         per_kernel, margin = self.settings.verify_per_kernel, self.settings.contender_margin
         wanted = verification_wanted(
             estimate, predicted, self.shapes, picks, measured, per_kernel, margin, hidden
@@ -269,9 +267,8 @@ class ShapeGenericSearch:
         a kernel is ruled out of the rows none of its measurements covers, no
         side-by-side pair with IREE's default covers, or where the pairs covering them
         show it slower (:mod:`.baseline_evidence`); the default, or a proven kernel, takes
-        them and the rest is selected again. An unmeasured pair counts
-        ``unmeasured_margin`` slower here (:func:`.selection.measured_first`)."""
-        estimate = measured_first(estimate, self._measured_mask(), self.settings.unmeasured_margin)
+        them and the rest is selected again."""
+        estimate = estimate.copy()
         while True:
             kernels, choice = self.select(estimate)
             regions = self._regions(kernels, choice)
@@ -285,14 +282,6 @@ class ShapeGenericSearch:
                 return kernels, choice
             for column, rows in finite:
                 estimate[rows, column] = math.inf
-
-    def _measured_mask(self) -> np.ndarray:
-        """[shape, candidate]: what the records hold."""
-        measured = np.zeros((len(self.shapes), len(self.candidates)), dtype=bool)
-        for key, shape in self.measured:
-            if key in self.columns and shape in self.shape_index:
-                measured[self.shape_index[shape], self.columns[key]] = True
-        return measured
 
     def _against_iree_builds(
         self, regions: dict[int, list[int]]
