@@ -18,11 +18,12 @@ records hold is not timed again.
 ``--merge``: one oracle from several passes of this script (``--out`` of each, the first
 the whole oracle): a pair timed in every pass gets the median of its passes' medians
 (``extra["passes"]``) and their samples pooled; the rest is the first pass's. One pass
-agrees with a second only to 0.93-0.99 (``oracle_noise.py``); the median of three is what
-a target of 0.97 can be checked against.
+scores a second pass's picks at 0.940-0.997 (six workloads, EPYC); the median of three is
+what a target of 0.97 can be checked against.
 
-    python benchmarks/oracle.py --merge results/oracle_epyc.jsonl,pass2.jsonl,pass3.jsonl \
-        --compact docs/results/oracle_epyc.jsonl.gz
+    python benchmarks/oracle.py --out results/pass2.jsonl   # then pass3 the same way
+    python benchmarks/oracle.py --merge docs/results/oracle_epyc.jsonl.gz,results/pass2.jsonl,\
+results/pass3.jsonl --compact docs/results/oracle_epyc_passes.jsonl.gz
 
 The BERT-base workloads and the three held-out ones of ``benchmarks/never_slower.py``
 (weights as arguments here, as in the replay) are known by name.

@@ -23,13 +23,15 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
   the candidate it predicts fastest: no verification, no measured time overrides it.
 
     .venv/bin/pip install -e '.[bench]'   # matplotlib, for the plot
-    python benchmarks/quality.py [--records docs/results/oracle_epyc.jsonl.gz]
+    python benchmarks/quality.py [--records docs/results/oracle_epyc_passes.jsonl.gz]
         [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2]
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
 BERT-base workloads and the three held out of ``benchmarks/never_slower.py``, every one
-the default ``--workloads``); ``docs/results/oracle_records.jsonl`` is the Xeon's (the
-six BERT-base workloads, 2 samples per pair).
+the default ``--workloads``), with six workloads timed in three passes (``--merge``;
+``docs/results/oracle_epyc.jsonl.gz`` is the first pass alone);
+``docs/results/oracle_records.jsonl`` is the Xeon's (the six BERT-base workloads, 2
+samples per pair).
 
 Writes ``docs/results/quality.json`` (every number), ``docs/results/quality.png`` and
 the section of ``docs/benchmarks.md`` between the quality markers.
@@ -427,12 +429,18 @@ def samples(report: dict) -> float:
 
 def timed(report: dict) -> str:
     """How often the oracle timed each pair (``benchmarks/oracle.py --merge``)."""
-    passes = min(w.get("passes", 1) for w in report["workloads"].values())
-    if passes <= 1:
+    passes = {n: max(w.get("passes", 1), 1) for n, w in report["workloads"].items()}
+    if max(passes.values()) == 1:
         return "every pair measured once"
+    counts = sorted(set(passes.values()), reverse=True)
+    parts = [
+        ", ".join(f"`{n}`" for n, k in passes.items() if k == count)
+        + (" once" if count == 1 else f" in {count} passes")
+        for count in counts
+    ]
     return (
-        f"every pair timed in {passes} passes of `benchmarks/oracle.py`, each pair's time the"
-        " median of its passes' medians"
+        "every pair timed " + "; ".join(parts) + " (a pair's time: the median of its passes'"
+        " medians, `benchmarks/oracle.py --merge`)"
     )
 
 
@@ -447,8 +455,8 @@ def markdown(report: dict) -> str:
         "## Selection quality vs measurement budget, replayed from the oracle (issue 14)",
         "",
         f"Replayed from `{report['records']}` ({report['target_key']}): {report['candidates']}"
-        f" candidates x {len(report['t'])} T per workload, {timed(report)} (the"
-        " oracle). **The candidate space and the shapes are restricted to what the oracle"
+        f" candidates x {len(report['t'])} T per workload (the oracle), {timed(report)}."
+        " **The candidate space and the shapes are restricted to what the oracle"
         f" holds: T in {{{', '.join(map(str, report['t']))}}}, not all of 1..128.** No IREE"
         " build and no timing: each strategy's measurements are answered from those records"
         " (`dcmlir.testing.ReplayMeasurer`); a pair they do not hold is an error.",
@@ -603,7 +611,7 @@ def plot(report: dict, path: Path) -> bool:
 def main() -> int:
     texts = known_workloads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", default="docs/results/oracle_epyc.jsonl.gz")
+    parser.add_argument("--records", default="docs/results/oracle_epyc_passes.jsonl.gz")
     parser.add_argument("--workloads", default=",".join(texts))
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
