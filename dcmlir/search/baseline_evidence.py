@@ -99,10 +99,13 @@ def beaten_rows(
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
 ) -> dict[int, list[int]]:
-    """Each kernel's rows where the closest side-by-side pairs covering them
-    (``distance[pair row, row]``; a pair at the row itself decides) show it slower than
-    the default by more than ``margin``. Pairs of one ``regime`` are one comparison:
-    where some were timed side by side (``again`` too), each shows their geomean ratio."""
+    """Each kernel's rows where the closest side-by-side pairs covering them show it
+    slower than the default by more than ``margin``. Closest: in the row's own remainder
+    class first (a pair with more remainders timed the kernel's remainder code, which the
+    row does not run; docs/design.md section 7 step 6), then by ``distance[pair row, row]``
+    (equal to 1e-9; a pair at the row itself decides). Pairs of one ``regime`` are one
+    comparison: where some were timed side by side (``again`` too), each shows their
+    geomean ratio."""
     found: dict[int, list[int]] = {}
     line = math.log1p(margin)
     for column, region in regions.items():
