@@ -91,9 +91,9 @@ def merge(passes: list[Path], out: Path) -> None:
     timed = [{_pair(r): r for r in records if r.kind == "measure"} for records in others]
     with out.open("w", encoding="utf-8") as handle:
         for record in first:
-            again = [pairs.get(_pair(record)) for pairs in timed]
-            if record.kind == "measure" and record.ok and all(r is not None for r in again):
-                record = _merged(record, [r for r in again if r is not None])
+            again = [r for pairs in timed if (r := pairs.get(_pair(record))) is not None]
+            if record.kind == "measure" and record.ok and len(again) == len(timed):
+                record = _merged(record, again)
             handle.write(record.to_line() + "\n")
 
 

@@ -281,7 +281,9 @@ def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int])
         ),
         "records": len(problem.table.records),
         "samples": statistics.median(len(r.times) for r in problem.table.records.values() if r.ok),
-        "passes": max(len(r.extra.get("passes", [0])) for r in problem.table.records.values()),
+        "passes": max(
+            [1, *(len(r.extra.get("passes", ())) for r in problem.table.records.values())]
+        ),
         "exhaustive-8": exhaustive_8(problem),
     }
     for name, run in (
@@ -429,7 +431,7 @@ def samples(report: dict) -> float:
 
 def timed(report: dict) -> str:
     """How often the oracle timed each pair (``benchmarks/oracle.py --merge``)."""
-    passes = {n: max(w.get("passes", 1), 1) for n, w in report["workloads"].items()}
+    passes = {n: w.get("passes", 1) for n, w in report["workloads"].items()}
     if max(passes.values()) == 1:
         return "every pair measured once"
     counts = sorted(set(passes.values()), reverse=True)
