@@ -18,11 +18,16 @@ from helpers import DENSE, dense_with_range
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
-from dcmlir.search.baseline_evidence import baseline_wants, beaten_rows, unpaired_rows
+from dcmlir.search.baseline_evidence import (
+    baseline_wants,
+    beaten_rows,
+    unpaired_rows,
+    unvouched,
+)
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
-from dcmlir.search.verification import hidden_contenders, verification_wanted
+from dcmlir.search.verification import decisive_picks, hidden_contenders, verification_wanted
 from dcmlir.space import DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer
@@ -259,6 +264,24 @@ def test_pairs_equally_far_decide_together() -> None:
     assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {0: [1]}
 
 
+def test_a_kernel_faster_than_one_that_holds_the_shape_holds_it_too() -> None:
+    """Kernel 0 lost rows 1 and 2 to its pairs elsewhere; at row 1 it was measured faster
+    than kernel 2, which holds row 1 on its own evidence, so only row 2 stays lost."""
+    times = {(0, 1): 1.0, (2, 1): 1.1, (3, 1): 0.9, (0, 2): 1.0, (2, 2): 1.2}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    def holds(column: int, row: int) -> bool:
+        return (column, row) in {(2, 1), (3, 1)}
+
+    assert unvouched({0: [1, 2]}, seconds, [0, 2, 3], holds) == {0: [2]}
+    # kernel 3 holds row 1 too, but measured faster there it vouches for nothing
+    assert unvouched({0: [1, 2]}, seconds, [0, 3], holds) == {0: [1, 2]}
+    # row 2: kernel 2 slower there does not hold it
+    assert unvouched({0: [2]}, seconds, [2], holds) == {0: [2]}
+
+
 def test_a_pair_speaks_only_for_shapes_near_it() -> None:
     """T = 1, 2, 8, 16, one class, reach 4: T = 2 is near 1 and 8, T = 8 near 2 and 16.
     The kernel (column 0) was measured at T = 2: the default is asked beside it, and the
@@ -436,6 +459,24 @@ def test_hidden_contenders_are_what_the_model_puts_close_and_the_estimate_hides(
     assert found == [(2, 1), (1, 0), (1, 1)]
 
 
+def test_picks_that_beat_a_measurement_on_their_estimate_are_measured_first() -> None:
+    shapes = [(1,), (2,), (3,), (4,)]
+    estimate = np.array(
+        [[100.0, 104.0, 300.0], [100.0, 140.0, 300.0], [100.0, 120.0, 300.0], [100.0, 90.0, 90.0]]
+    )
+    measured = np.zeros(estimate.shape, dtype=bool)
+    measured[:, 1] = True  # column 1 measured everywhere; the picks (column 0) nowhere
+    measured[3, 0] = True
+    order = [3, 0, 2, 1]
+    # T = 2: the measurement 1.4x the estimate, beyond the margin; T = 4: the pick measured
+    assert decisive_picks(estimate, [0, 0, 0, 0], measured, order, 0.3) == [(0, 0), (0, 2)]
+    # ... and a pick estimated slower than a measurement (selected for fewer kernels) first
+    assert decisive_picks(estimate, [0, 0, 0, 2], measured, order, 0.3)[0] == (2, 3)
+    # the shapes' own spread verification comes after them
+    wanted = verification_wanted(estimate, estimate, shapes, [0, 0, 0, 0], measured, 3, 0.15)
+    assert wanted[:2] == [(0, 0), (0, 2)] and (0, 1) in wanted
+
+
 def test_verification_asks_for_hidden_contenders_when_nothing_else_is_left() -> None:
     shapes = [(1,), (2,)]
     estimate = np.array([[100.0, 200.0, 110.0], [100.0, 200.0, 110.0]])
@@ -443,9 +484,10 @@ def test_verification_asks_for_hidden_contenders_when_nothing_else_is_left() -> 
     measured = np.array([[False, False, True], [True, False, False]])
     picks = [0, 2]
     wanted = verification_wanted(estimate, predicted, shapes, picks, measured, 2, 0.15)
-    # each shape's unmeasured pick, then the chosen kernels within the margin; column 1
+    # each shape's unmeasured pick beside a measurement, the closest call first (T = 2: 110
+    # estimated against 100 measured), then the chosen kernels within the margin; column 1
     # (predicted 95 at T = 1 against the pick's 100, estimated 200) waits
-    assert wanted[:3] == [(0, 0), (2, 1), (2, 0)] and (1, 0) not in wanted
+    assert wanted[:2] == [(2, 1), (0, 0)] and (2, 0) in wanted and (1, 0) not in wanted
     # once those are measured, column 1 at T = 1 is what is left; T = 2's prediction is not close
     measured = np.array([[True, False, True], [True, False, True]])
     assert verification_wanted(estimate, predicted, shapes, picks, measured, 2, 0.15)[-1] == (1, 0)

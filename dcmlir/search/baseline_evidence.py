@@ -24,7 +24,7 @@ import numpy as np
 
 from dcmlir.search.remainders import cover_matrix, greedy_cover
 
-__all__ = ["against_builds", "baseline_wants", "beaten_rows", "unpaired_rows"]
+__all__ = ["against_builds", "baseline_wants", "beaten_rows", "unpaired_rows", "unvouched"]
 
 Regions = Mapping[int, Sequence[int]]
 """Each chosen kernel's column -> the shape rows it is chosen for."""
@@ -202,3 +202,41 @@ def against_builds(
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
         {c: rows for c, rows in beaten.items() if rows},
     )
+
+
+def unvouched(
+    found: Regions,
+    seconds: Callable[[int, int], float | None],
+    kernels: Sequence[int],
+    holds: Callable[[int, int], bool],
+) -> dict[int, list[int]]:
+    """``found`` (rows a kernel loses to IREE's builds) less the rows where it was measured
+    no slower than one of ``kernels`` measured there that holds the row on its own
+    evidence (``holds``): faster than a kernel that beats IREE's builds there, it beats
+    them too, whatever its own pairs farther away say.
+
+    On a fake machine (tests/test_search.py) a kernel measured at 1.28 ms at T = 17 lost
+    the row to pairs at other T, and one measured at 1.40 ms beside it kept it."""
+    kept: dict[int, list[int]] = {}
+    for column, rows in found.items():
+        left = [row for row in rows if not _vouched(column, row, seconds, kernels, holds)]
+        if left:
+            kept[column] = left
+    return kept
+
+
+def _vouched(
+    column: int,
+    row: int,
+    seconds: Callable[[int, int], float | None],
+    kernels: Sequence[int],
+    holds: Callable[[int, int], bool],
+) -> bool:
+    mine = seconds(column, row)
+    if mine is None:
+        return False
+    for other in kernels:
+        theirs = seconds(other, row)
+        if other != column and theirs is not None and theirs >= mine and holds(other, row):
+            return True
+    return False

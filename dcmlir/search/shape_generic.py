@@ -44,7 +44,7 @@ import numpy as np
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.baseline_evidence import against_builds, baseline_wants
+from dcmlir.search.baseline_evidence import against_builds, baseline_wants, unvouched
 from dcmlir.search.exact_builds import (
     exact_order,
     reads_weight_as_is,
@@ -269,12 +269,15 @@ class ShapeGenericSearch:
         show it slower (:mod:`.baseline_evidence`); the default, or a proven kernel, takes
         them and the rest is selected again."""
         estimate = estimate.copy()
+        builds = (self.default, self.data_tiled)
+        rivals = [c for c in range(len(self.keys)) if c not in builds]
         while True:
             kernels, choice = self.select(estimate)
             regions = self._regions(kernels, choice)
             out = self.remainders.unproven_rows(regions, self._measured_rows)
             if self.default is not None:
-                for found in self._against_iree_builds(regions):
+                for lost in self._against_iree_builds(regions):
+                    found = unvouched(lost, self._seconds, rivals, self._holds)
                     for column, rows in found.items():
                         out.setdefault(column, []).extend(rows)
             finite = [(c, rows) for c, rows in out.items() if np.isfinite(estimate[rows, c]).any()]
@@ -282,6 +285,12 @@ class ShapeGenericSearch:
                 return kernels, choice
             for column, rows in finite:
                 estimate[rows, column] = math.inf
+
+    def _holds(self, column: int, row: int) -> bool:
+        """Whether ``column``'s own measurements and pairs keep ``row`` from IREE's builds."""
+        if row not in self._measured_rows(column):
+            return False
+        return not any(found.get(column) for found in self._against_iree_builds({column: [row]}))
 
     def _against_iree_builds(
         self, regions: dict[int, list[int]]

@@ -1,9 +1,10 @@
 """Verification: which unmeasured (candidate, shape) pairs the search measures next.
 
-In order (:func:`verification_wanted`): each shape's pick, a few per kernel spread
-coarse-to-fine over the range; the chosen kernels within a margin of a shape's pick,
-and the candidate estimated fastest there when it beats the pick by the margin; when
-none of these is left to measure, the contenders the estimate hides
+In order (:func:`verification_wanted`): the picks that beat a measurement at their own
+shape on their estimate alone (:func:`decisive_picks`); each shape's pick, a few per
+kernel spread coarse-to-fine over the range; the chosen kernels within a margin of a
+shape's pick, and the candidate estimated fastest there when it beats the pick by the
+margin; when none of these is left to measure, the contenders the estimate hides
 (:func:`hidden_contenders`).
 
 The search's estimate of an unmeasured pair is the model's prediction corrected by what
@@ -30,7 +31,7 @@ import numpy as np
 
 from dcmlir.shapes import Shape, coarse_to_fine
 
-__all__ = ["hidden_contenders", "verification_wanted"]
+__all__ = ["decisive_picks", "hidden_contenders", "verification_wanted"]
 
 
 def verification_wanted(
@@ -49,9 +50,9 @@ def verification_wanted(
     the contenders the estimate hides, when everything else here is measured."""
     row_of = {shape: row for row, shape in enumerate(shapes)}
     order = [row_of[shape] for shape in coarse_to_fine(shapes)]
-    wanted: list[tuple[int, int]] = []
+    wanted = decisive_picks(estimate, picks, measured, order, 2 * margin)  # 1. on estimates
     counts: dict[int, int] = {}
-    for row in order:  # 1. each shape's pick, spread coarse-to-fine over the range
+    for row in order:  # 2. each shape's pick, spread coarse-to-fine over the range
         column = picks[row]
         if measured[row, column]:
             continue
@@ -59,16 +60,46 @@ def verification_wanted(
         if counts[column] <= per_kernel:
             wanted.append((column, row))
     kernels = sorted(set(picks))
-    for row in order:  # 2. close contenders among the chosen kernels, and the favourite
+    for row in order:  # 3. close contenders among the chosen kernels, and the favourite
         best = estimate[row, picks[row]]
         close = [c for c in kernels if c != picks[row] and estimate[row, c] <= best * (1 + margin)]
         wanted += [(column, row) for column in close]
         favourite = int(np.argmin(estimate[row]))
         if estimate[row, favourite] < best * (1 - margin):
             wanted.append((favourite, row))
-    if hidden and all(measured[row, column] for column, row in wanted):  # 3. nothing else
+    if hidden and all(measured[row, column] for column, row in wanted):  # 4. nothing else
         wanted += hidden_contenders(estimate, predicted, picks, measured, margin)
     return wanted
+
+
+def decisive_picks(
+    estimate: np.ndarray,
+    picks: Sequence[int],
+    measured: np.ndarray,
+    order: Sequence[int],
+    margin: float,
+) -> list[tuple[int, int]]:
+    """(column, row) of each row's pick where it is not ``measured`` and some candidate
+    measured there is within ``margin`` of its estimate, the closest calls first.
+
+    There the answer rests on one estimate against a measurement, and one measurement
+    settles it. Oracle replay (docs/benchmarks.md, "Picks decided on an estimate"): at
+    T = 24..64 of `dense_qkv`, budget 110, `wg32x128:v8x32:k4`, never measured there and
+    estimated up to 4% faster than `k8` measured there, ran 5-19% slower (T = 8: 2.1x);
+    at T = 64 of attention scores a kernel measured only at T = 128, estimated at 32 us
+    beside one measured at 35, took 55. Asked for before the picks' spread verification
+    and within twice the contender margin, the worst of three seeds went 0.923 -> 0.958
+    (`dense_qkv`) and 0.929 -> 0.956 (attention scores) at budget 110."""
+    found: list[tuple[float, int, int]] = []
+    for row in order:
+        column = picks[row]
+        if measured[row, column]:
+            continue
+        rivals = [estimate[row, c] for c in np.flatnonzero(measured[row]) if c != column]
+        closest = min(rivals, default=np.inf) / estimate[row, column]
+        if closest <= 1 + margin:
+            found.append((closest, row, column))
+    return [(column, row) for _, row, column in sorted(found)]
 
 
 def hidden_contenders(
