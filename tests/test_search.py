@@ -25,6 +25,7 @@ from dcmlir.search.baseline_evidence import (
     unvouched,
 )
 from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distance
+from dcmlir.search.selection import measured_first
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.search.verification import decisive_picks, hidden_contenders, verification_wanted
@@ -475,6 +476,25 @@ def test_picks_that_beat_a_measurement_on_their_estimate_are_measured_first() ->
     # the shapes' own spread verification comes after them
     wanted = verification_wanted(estimate, estimate, shapes, [0, 0, 0, 0], measured, 3, 0.15)
     assert wanted[:2] == [(0, 0), (0, 2)] and (0, 1) in wanted
+
+
+def test_a_measurement_takes_a_shape_from_an_estimate_it_ties() -> None:
+    shapes = [(1,), (2,), (3,)]
+    # columns 4 and 7 chosen; shape (1,) picks 4 (estimated 10.0), 7 measured there at 10.1
+    estimate = np.full((3, 8), 50.0)
+    estimate[:, 4], estimate[:, 7] = 10.0, 12.0
+    times = {(7, 0): 10.1, (7, 1): 11.0, (4, 2): 10.0, (7, 2): 9.0}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    choice = {(1,): 0, (2,): 0, (3,): 0}
+    kernels, picked = measured_first(estimate, shapes, [4, 7], choice, seconds, 0.02)
+    # (2,): 10% slower than the estimate, no tie; (3,): the pick is measured there itself
+    assert kernels == [4, 7] and picked == {(1,): 1, (2,): 0, (3,): 0}
+    # a kernel ruled out of a shape (infinite there) takes nothing
+    estimate[0, 7] = math.inf
+    assert measured_first(estimate, shapes, [4, 7], choice, seconds, 0.02) == ([4], choice)
 
 
 def test_verification_asks_for_hidden_contenders_when_nothing_else_is_left() -> None:

@@ -57,7 +57,7 @@ from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, 
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
-from dcmlir.search.selection import finite_geomean, kernel_families, select_kernels
+from dcmlir.search.selection import finite_geomean, kernel_families, measured_first, select_kernels
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
@@ -267,12 +267,16 @@ class ShapeGenericSearch:
         a kernel is ruled out of the rows none of its measurements covers, no
         side-by-side pair with IREE's default covers, or where the pairs covering them
         show it slower (:mod:`.baseline_evidence`); the default, or a proven kernel, takes
-        them and the rest is selected again."""
+        them and the rest is selected again. A measurement takes a shape from an estimate
+        it ties (:func:`.selection.measured_first`)."""
         estimate = estimate.copy()
         builds = (self.default, self.data_tiled)
         rivals = [c for c in range(len(self.keys)) if c not in builds]
         while True:
             kernels, choice = self.select(estimate)
+            kernels, choice = measured_first(
+                estimate, self.shapes, kernels, choice, self._seconds, self.settings.tie_margin
+            )
             regions = self._regions(kernels, choice)
             out = self.remainders.unproven_rows(regions, self._measured_rows)
             if self.default is not None:
