@@ -21,6 +21,7 @@ from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import (
     baseline_wants,
     beaten_rows,
+    contested_rows,
     unpaired_rows,
     unvouched,
 )
@@ -281,6 +282,22 @@ def test_a_kernel_faster_than_one_that_holds_the_shape_holds_it_too() -> None:
     assert unvouched({0: [1, 2]}, seconds, [0, 3], holds) == {0: [1, 2]}
     # row 2: kernel 2 slower there does not hold it
     assert unvouched({0: [2]}, seconds, [2], holds) == {0: [2]}
+
+
+def test_iree_builds_are_asked_for_where_a_kernel_measured_there_loses_to_pairs_elsewhere() -> None:
+    """Kernel 0 measured at rows 1 and 3, kernel 2 at row 4; pairs elsewhere beat kernel 0 at
+    rows 1, 2 and 3 and kernel 2 at row 4. Builds 5 (the default) and 6 (data tiling):
+    5 measured at row 3 already."""
+    measured = {0: {1, 3}, 2: {4}, 5: {3}, 6: set()}
+
+    def rows(column: int) -> set[int]:
+        return measured[column]
+
+    beaten = {0: [1, 2, 3], 2: [4]}
+    wanted = contested_rows(beaten, rows, [5, 6])
+    # row 2: kernel 0 was not measured there, so no pair there would be a side by side
+    assert wanted == [(5, 1), (6, 1), (6, 3), (5, 4), (6, 4)]
+    assert contested_rows({}, rows, [5, 6]) == []
 
 
 def test_a_pair_speaks_only_for_shapes_near_it() -> None:

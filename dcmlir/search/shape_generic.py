@@ -9,9 +9,9 @@
    tiling's: the default's times their measured ratio, :mod:`.floor_builds`).
 3. Keep each shape's top-k candidates and cover all shapes with at most
    ``max_kernels`` kernels (greedy set cover); give each shape its best kernel.
-4. Verify a few spread shapes of each chosen kernel and close contenders by
-   measurement, refit, and select again; stop when the budget is spent or
-   nothing is left worth measuring.
+4. Verify the picks that beat a measurement at their shape on their estimate alone,
+   then a few spread shapes of each chosen kernel and close contenders, refit, and
+   select again; stop when the budget is spent or nothing is left worth measuring.
 5. Prove: every round, and with a reserve at the end (where only measured kernels are
    selected), first the floor (with an argument weight, data tiling beside IREE's
    default where it is estimated faster, then both where they trade places; with a
@@ -44,7 +44,12 @@ import numpy as np
 from dcmlir.cost_model import cherry_pick as default_cherry_pick
 from dcmlir.progress import Progress
 from dcmlir.records import Record
-from dcmlir.search.baseline_evidence import against_builds, baseline_wants, unvouched
+from dcmlir.search.baseline_evidence import (
+    against_builds,
+    baseline_wants,
+    contested_rows,
+    unvouched,
+)
 from dcmlir.search.exact_builds import (
     exact_order,
     reads_weight_as_is,
@@ -149,6 +154,7 @@ class ShapeGenericSearch:
         self.data_tiled = tiled[0] if tiled else None
         # with a constant weight: see _needing_pairs; else which is faster where is asked
         self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None
+        self.iree_builds = [c for c in (self.default, self.data_tiled) if c is not None]
         self.floor = None
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
@@ -264,14 +270,12 @@ class ShapeGenericSearch:
 
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The selection once the budget is spent, with no kernel in it on estimates alone:
-        a kernel is ruled out of the rows none of its measurements covers, no
-        side-by-side pair with IREE's default covers, or where the pairs covering them
-        show it slower (:mod:`.baseline_evidence`); the default, or a proven kernel, takes
-        them and the rest is selected again. A measurement takes a shape from an estimate
-        it ties (:func:`.selection.measured_first`)."""
+        a kernel is ruled out of the rows none of its measurements covers, no side-by-side
+        pair with IREE's default covers, or where the pairs covering them show it slower
+        (:mod:`.baseline_evidence`); the default, or a proven kernel, takes them and the
+        rest is selected again. A measurement takes a tied estimate's shape (``measured_first``)."""
         estimate = estimate.copy()
-        builds = (self.default, self.data_tiled)
-        rivals = [c for c in range(len(self.keys)) if c not in builds]
+        rivals = [c for c in range(len(self.keys)) if c not in self.iree_builds]
         while True:
             kernels, choice = self.select(estimate)
             kernels, choice = measured_first(
@@ -354,10 +358,9 @@ class ShapeGenericSearch:
 
     def _floor_wants(self, estimate: np.ndarray) -> list[tuple[Candidate, Shape]]:
         """With an argument weight (:class:`.FloorBuilds`): data tiling's measurements and
-        the default's beside them where it is estimated faster (at budget 60 the kernels'
-        proofs took the budget first, and attention scores ran IREE's default at T = 61
-        where data tiling was 1.14x faster), then both builds at the range's ends and
-        where they trade places, within :data:`.FLOOR_SHARE` of the budget."""
+        the default's beside them where it is estimated faster, then both builds at the
+        range's ends and where they trade places, within :data:`.FLOOR_SHARE` of the
+        budget, before the kernels' proofs (design.md section 7, step 6)."""
         if self.floor is None:
             return []
         wanted = self._wants(self.floor.region(estimate))
@@ -378,13 +381,11 @@ class ShapeGenericSearch:
         have = self._measured_rows(self.default) if self.default is not None else set()
         wanted = self.remainders.unproven(regions, self._measured_rows, have)
         if not wanted and self.default is not None:
-            wanted = baseline_wants(
-                self._joint_masks(),
-                self.remainders.near,
-                self._needing_pairs(regions),
-                self._measured_rows,
-                self.default,
-            )
+            joint, near, rows = self._joint_masks(), self.remainders.near, self._measured_rows
+            wanted = baseline_wants(joint, near, self._needing_pairs(regions), rows, self.default)
+        if not wanted and self.default is not None:  # a pair at the row itself decides
+            beaten = self._against_iree_builds(regions)[1]
+            wanted = contested_rows(beaten, self._measured_rows, self.iree_builds)
         pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
         return [p for p in dict.fromkeys(pairs) if (p[0].key(), p[1]) not in self.measured]
 
@@ -414,8 +415,7 @@ class ShapeGenericSearch:
         if self.known:  # from the records: no timing, and the default's pairs from the start
             self._measure(self.known)
             self.free = len(self.book)
-        if self.floor is not None:  # its ends call by call first, as all its pairs (one 0.03 s
-            # sample put data tiling 9% behind at 128 x 128, 1.27x ahead in the bench)
+        if self.floor is not None:  # its ends call by call first (design.md section 7, 6)
             self._measure(self._floor_pairs(self.floor.ends()), settings.duel_calls)
         self._measure(first)
         rounds = 0
