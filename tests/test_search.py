@@ -19,6 +19,7 @@ from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import RecordDatabase
 from dcmlir.search.baseline_evidence import (
+    against_builds,
     baseline_wants,
     beaten_rows,
     contested_rows,
@@ -298,6 +299,27 @@ def test_iree_builds_are_asked_for_where_a_kernel_measured_there_loses_to_pairs_
     # row 2: kernel 0 was not measured there, so no pair there would be a side by side
     assert wanted == [(5, 1), (6, 1), (6, 3), (5, 4), (6, 4)]
     assert contested_rows({}, rows, [5, 6]) == []
+
+
+def test_an_iree_build_chosen_as_a_kernel_loses_a_tie_with_the_other_build() -> None:
+    """Columns 1 (the default) and 2 (data tiling) are IREE's builds, 0 a kernel; a pair
+    at row 0 covers row 1. A tie keeps a kernel's row, and costs data tiling its row."""
+    shapes = [(33,), (17,)]
+    distance, near = log_distance(shapes), np.ones((2, 2), dtype=bool)
+    masks = np.zeros((2, 3), dtype=np.int64)
+    times = {(0, 0): 1.0, (1, 0): 1.0, (2, 0): 1.0}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    def rows(column: int) -> set[int]:
+        return {row for c, row in times if c == column}
+
+    builds = [(1, masks), (2, masks)]
+    args = (near, distance, {0: [1], 2: [1]}, rows, seconds, 0.02)
+    assert against_builds(builds, *args) == ({}, {2: [1]})
+    times[(2, 0)] = 0.95  # data tiling 5% faster than the default beside it: evidence
+    assert against_builds(builds, *args) == ({}, {0: [1]})
 
 
 def test_a_pair_speaks_only_for_shapes_near_it() -> None:

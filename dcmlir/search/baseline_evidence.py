@@ -186,7 +186,10 @@ def against_builds(
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
     shares with it) of IREE's builds, the floor being the faster of them. A build chosen
-    for some rows is a kernel there, with evidence beside the other builds only.
+    for some rows is a kernel there, with evidence beside the other builds only, and a
+    tie within ``margin`` goes to the other build: a pair no faster than the other is no
+    evidence that it is (never_slower.py, budget 60: a pair at 33 x 33 of 16 heads of size
+    80 said data tiling 1.0x the default, and it ran T = 17..19, 1.12x slower).
 
     With IREE's default alone, a budget of 36 left a GPT-2 projection's packed families
     unproven at 113 of 128 T (36 measurements cannot pair every remainder class with the
@@ -195,15 +198,17 @@ def against_builds(
     it covers rows too (docs/design.md section 12)."""
     unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
+    columns = {build for build, _ in builds}
     for column, region in regions.items():
         others = [(build, joint) for build, joint in builds if build != column]
+        line = -margin if column in columns else margin
         if others:
             unpaired[column] = set(region)
         for build, joint in others:
             own = {column: region}
             found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
             unpaired[column] &= set(found)
-            lost = beaten_rows(joint, near, distance, own, seconds, build, margin, regime, again)
+            lost = beaten_rows(joint, near, distance, own, seconds, build, line, regime, again)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
