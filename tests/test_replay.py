@@ -98,6 +98,26 @@ def test_refuses_a_pair_the_records_do_not_hold(tmp_path: Path) -> None:
         ReplayTable.load(str(path), "other")
 
 
+def test_an_unrecorded_pair_can_be_answered_as_a_failed_run(tmp_path: Path) -> None:
+    """A run's own records replayed by a search that asks other pairs: a labelled failure
+    where the records are silent, the recorded pairs as recorded."""
+    workload, candidates, path = oracle_file(tmp_path)
+    table = ReplayTable.load(str(path), workload.key)
+    measurer = ReplayMeasurer(workload, table, unrecorded="failed")
+    unknown = space_for(TARGET)[5]
+    report = measurer.measure_pairs([(candidates[0], (1,)), (unknown, (2,))])
+    known, missing = (
+        report.records[(candidates[0].key(), (1,))],
+        report.records[(unknown.key(), (2,))],
+    )
+    assert known == table.records[(candidates[0].key(), (1,))]
+    assert missing.failed and missing.failure_kind == "run" and missing.shape == (2,)
+    assert "not in the replayed records" in (missing.error or "")
+    assert measurer.measured == 2
+    with pytest.raises(ValueError, match="unrecorded must be"):
+        ReplayMeasurer(workload, table, unrecorded="guess")
+
+
 def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
     workload, candidates, path = oracle_file(tmp_path)
     measurer = ReplayMeasurer(workload, ReplayTable.load(str(path), workload.key))

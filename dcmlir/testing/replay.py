@@ -4,7 +4,10 @@
 candidate measured on a set of shapes), so a search strategy can be run many times, with
 many seeds and budgets, on real timings and without IREE: no build, no timing. The
 search then sees the candidate space and the shapes the records hold, nothing else; a
-pair the records do not hold is an error (:class:`ReplayError`), never a guess.
+pair the records do not hold is an error (:class:`ReplayError`), never a guess; or, for a
+run's own records replayed by a search that has changed since (``unrecorded="failed"``),
+a failed run there, labelled as such: the kernel is out of that shape, as a kernel that
+failed there is.
 """
 
 from __future__ import annotations
@@ -124,8 +127,14 @@ class ReplayMeasurer:
     """
 
     def __init__(
-        self, workload: Workload, table: ReplayTable, db: RecordDatabase | None = None
+        self,
+        workload: Workload,
+        table: ReplayTable,
+        db: RecordDatabase | None = None,
+        unrecorded: str = "raise",
     ) -> None:
+        if unrecorded not in ("raise", "failed"):
+            raise ValueError(f"unrecorded must be 'raise' or 'failed', not {unrecorded!r}")
         if workload.key != table.workload:
             raise ReplayError(
                 f"the records replayed are of workload {table.workload}, not {workload.key}"
@@ -133,6 +142,7 @@ class ReplayMeasurer:
         self.workload = workload
         self.table = table
         self.db = db
+        self.unrecorded = unrecorded
         self.timed: list[Pair] = []
         self._answered: set[Pair] = set()
 
@@ -151,12 +161,12 @@ class ReplayMeasurer:
         records': a pair timed again is its one record once more)."""
         wanted = [(candidate.key(), tuple(shape)) for candidate, shape in pairs]
         missing = [pair for pair in wanted if pair not in self.table.records]
-        if missing:
+        if missing and self.unrecorded == "raise":
             key, shape = missing[0]
             self.table.seconds(key, shape)  # raises, naming the pair
         report = MeasureReport(self.workload, [c for c, _ in pairs], [tuple(s) for _, s in pairs])
-        for pair in wanted:
-            record = self.table.records[pair]
+        for (candidate, _), pair in zip(pairs, wanted, strict=True):
+            record = self.table.records.get(pair) or self._unrecorded(candidate, pair[1])
             if pair not in self._answered:
                 self._answered.add(pair)
                 self.timed.append(pair)
@@ -165,3 +175,17 @@ class ReplayMeasurer:
                     self.db.append(record)
             report.records[pair] = record
         return report
+
+    def _unrecorded(self, candidate: Candidate, shape: Shape) -> Record:
+        """A failed run: the records do not hold this pair (``unrecorded="failed"``)."""
+        route = next(iter(self.table.records.values())).route
+        return Record.failure(
+            workload=self.workload,
+            target=self.table.target,
+            target_key=self.table.target_key,
+            candidate=candidate,
+            route=route,
+            error="not in the replayed records (a replay answers recorded pairs only)",
+            failure_kind="run",
+            dims=self.workload.shape_dims(shape),
+        )
