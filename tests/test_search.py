@@ -507,11 +507,10 @@ def test_picks_that_beat_a_measurement_on_their_estimate_are_measured_first() ->
     measured = np.zeros(estimate.shape, dtype=bool)
     measured[:, 1] = True  # column 1 measured everywhere; the picks (column 0) nowhere
     measured[3, 0] = True
-    order = [3, 0, 2, 1]
     # T = 2: the measurement 1.4x the estimate, beyond the margin; T = 4: the pick measured
-    assert decisive_picks(estimate, [0, 0, 0, 0], measured, order, 0.3) == [(0, 0), (0, 2)]
+    assert decisive_picks(estimate, [0, 0, 0, 0], measured, 0.3) == [(0, 0), (0, 2)]
     # ... and a pick estimated slower than a measurement (selected for fewer kernels) first
-    assert decisive_picks(estimate, [0, 0, 0, 2], measured, order, 0.3)[0] == (2, 3)
+    assert decisive_picks(estimate, [0, 0, 0, 2], measured, 0.3)[0] == (2, 3)
     # the shapes' own spread verification comes after them
     wanted = verification_wanted(estimate, estimate, shapes, [0, 0, 0, 0], measured, 3, 0.15)
     assert wanted[:2] == [(0, 0), (0, 2)] and (0, 1) in wanted

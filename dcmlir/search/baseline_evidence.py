@@ -265,11 +265,9 @@ def contested_rows(
     T = 32 at 521 us (the best of 87 candidates there), lost T = 32 to a pair with data
     tiling at T = 80 (4.6% slower there), and a kernel that takes 580 us ran it; with
     these pairs the worst of three seeds went 0.952 -> 0.984."""
-    return [
-        (build, row)
-        for column, rows in beaten.items()
-        for row in rows
-        if row in measured_rows(column)
-        for build in builds
-        if row not in measured_rows(build)
-    ]
+    have = {build: measured_rows(build) for build in builds}
+    wanted: list[tuple[int, int]] = []
+    for column, rows in beaten.items():
+        mine = measured_rows(column)
+        wanted += [(b, row) for row in rows if row in mine for b in builds if row not in have[b]]
+    return wanted

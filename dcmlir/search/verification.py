@@ -50,7 +50,7 @@ def verification_wanted(
     the contenders the estimate hides, when everything else here is measured."""
     row_of = {shape: row for row, shape in enumerate(shapes)}
     order = [row_of[shape] for shape in coarse_to_fine(shapes)]
-    wanted = decisive_picks(estimate, picks, measured, order, 2 * margin)  # 1. on estimates
+    wanted = decisive_picks(estimate, picks, measured, 2 * margin)  # 1. on estimates
     counts: dict[int, int] = {}
     for row in order:  # 2. each shape's pick, spread coarse-to-fine over the range
         column = picks[row]
@@ -76,7 +76,6 @@ def decisive_picks(
     estimate: np.ndarray,
     picks: Sequence[int],
     measured: np.ndarray,
-    order: Sequence[int],
     margin: float,
 ) -> list[tuple[int, int]]:
     """(column, row) of each row's pick where it is not ``measured`` and some candidate
@@ -91,8 +90,7 @@ def decisive_picks(
     and within twice the contender margin, the worst of three seeds went 0.923 -> 0.958
     (`dense_qkv`) and 0.929 -> 0.956 (attention scores) at budget 110."""
     found: list[tuple[float, int, int]] = []
-    for row in order:
-        column = picks[row]
+    for row, column in enumerate(picks):
         if measured[row, column]:
             continue
         rivals = [estimate[row, c] for c in np.flatnonzero(measured[row]) if c != column]
