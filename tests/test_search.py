@@ -30,8 +30,14 @@ from dcmlir.search.remainders import RemainderClasses, greedy_cover, log_distanc
 from dcmlir.search.selection import measured_first
 from dcmlir.search.shape_effects import shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
-from dcmlir.search.verification import decisive_picks, hidden_contenders, verification_wanted
-from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.search.verification import (
+    decisive_picks,
+    hidden_contenders,
+    reduction_siblings,
+    sibling_pairs,
+    verification_wanted,
+)
+from dcmlir.space import CpuCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer
 from dcmlir.workload import workloads
@@ -555,3 +561,45 @@ def test_verification_asks_for_hidden_contenders_when_nothing_else_is_left() -> 
         estimate, predicted, shapes, picks, measured, 2, 0.15, hidden=False
     )
     assert (1, 0) not in no_hidden
+
+
+def test_reduction_siblings_share_every_tile_but_the_reduction() -> None:
+    workload = dense_with_range(1, 32)
+    candidates = [
+        DefaultCandidate(),
+        CpuCandidate(32, 64, 8, 16, 1),
+        CpuCandidate(32, 64, 8, 16, 8),
+        CpuCandidate(32, 64, 8, 32, 8),  # another vector tile: not a sibling
+        CpuCandidate(32, 64, 8, 16, 16),
+    ]
+    siblings = reduction_siblings(workload, candidates)
+    assert siblings == {1: [2, 4], 2: [1, 4], 3: [], 4: [1, 2]}  # IREE's default: none
+
+
+def test_siblings_are_measured_beside_a_chosen_kernel_once_nothing_else_is_left() -> None:
+    shapes = [(1,), (2,), (3,)]
+    picks = [0, 0, 2]
+    siblings = {0: [1], 1: [0], 2: [3], 3: [2]}
+    measured = np.array([[False, False, False, False], [True] * 3 + [False], [True] * 4])
+    order = [2, 0, 1]  # coarse to fine: column 0 is picked at rows 0 and 1, measured at 1
+    assert sibling_pairs(picks, measured, order, siblings) == []  # 1 is measured there
+    measured[1, 1] = False
+    assert sibling_pairs(picks, measured, order, siblings) == [(1, 1)]
+    # in the verification: after everything else, before the contenders the estimate hides
+    estimate = np.full((3, 4), 100.0)
+    estimate[:, [1, 3]] = 300.0
+    predicted = estimate.copy()
+    predicted[0, 3] = 90.0  # hidden at T = 1: predicted 90 against the pick's 100
+    measured[:, [0, 2]] = True  # the picks and the close contenders: nothing else left
+
+    def unmeasured(hidden: bool = True) -> list[tuple[int, int]]:
+        args = (shapes, picks, measured, 2, 0.15, hidden, siblings)
+        wanted = verification_wanted(estimate, predicted, *args)
+        return [(column, row) for column, row in wanted if not measured[row, column]]
+
+    measured[0, 1] = False  # column 0's first row (coarse to fine) is row 0 now
+    assert unmeasured() == [(1, 0)]  # the hidden contender waits
+    measured[0, 1] = True
+    assert unmeasured() == [(3, 0)]
+    measured[0, 1] = False  # the reserve asks for neither
+    assert unmeasured(hidden=False) == []

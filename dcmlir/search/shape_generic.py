@@ -66,7 +66,7 @@ from dcmlir.search.selection import finite_geomean, kernel_families, measured_fi
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
-from dcmlir.search.verification import verification_wanted
+from dcmlir.search.verification import reduction_siblings, verification_wanted
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
 from dcmlir.workload import Workload
@@ -145,6 +145,7 @@ class ShapeGenericSearch:
         )
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
         self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
+        self.siblings = reduction_siblings(workload, self.candidates)
         self.default = next(  # IREE's default: the floor every chosen kernel must beat
             (i for i, c in enumerate(self.candidates) if isinstance(c, DefaultCandidate)), None
         )
@@ -262,9 +263,8 @@ class ShapeGenericSearch:
             if key in self.columns and shape in self.shape_index:
                 measured[self.shape_index[shape], self.columns[key]] = True
         per_kernel, margin = self.settings.verify_per_kernel, self.settings.contender_margin
-        wanted = verification_wanted(
-            estimate, predicted, self.shapes, picks, measured, per_kernel, margin, hidden
-        )
+        args = (self.shapes, picks, measured, per_kernel, margin, hidden, self.siblings)
+        wanted = verification_wanted(estimate, predicted, *args)
         found = [p for p in dict.fromkeys(wanted) if not measured[p[1], p[0]]][:limit]
         return [(self.candidates[column], self.shapes[row]) for column, row in found]
 

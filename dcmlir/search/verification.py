@@ -4,7 +4,8 @@ In order (:func:`verification_wanted`): the picks that beat a measurement at the
 shape on their estimate alone (:func:`decisive_picks`); each shape's pick, a few per
 kernel spread coarse-to-fine over the range; the chosen kernels within a margin of a
 shape's pick, and the candidate estimated fastest there when it beats the pick by the
-margin; when none of these is left to measure, the contenders the estimate hides
+margin; when none of these is left to measure, each chosen kernel's reduction siblings
+beside it (:func:`sibling_pairs`), then the contenders the estimate hides
 (:func:`hidden_contenders`).
 
 The search's estimate of an unmeasured pair is the model's prediction corrected by what
@@ -25,13 +26,21 @@ asks for none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from dcmlir.shapes import Shape, coarse_to_fine
+from dcmlir.space import Candidate
+from dcmlir.workload import Workload
 
-__all__ = ["decisive_picks", "hidden_contenders", "verification_wanted"]
+__all__ = [
+    "decisive_picks",
+    "hidden_contenders",
+    "reduction_siblings",
+    "sibling_pairs",
+    "verification_wanted",
+]
 
 
 def verification_wanted(
@@ -43,11 +52,13 @@ def verification_wanted(
     per_kernel: int,
     margin: float,
     hidden: bool = True,
+    siblings: Mapping[int, Sequence[int]] | None = None,
 ) -> list[tuple[int, int]]:
     """(column, row) pairs worth a measurement, most useful first (repeats possible):
     ``picks[row]`` is the column each shape runs, ``measured`` [row, column] what the
     records hold, ``per_kernel`` how many of a kernel's own shapes per round; ``hidden``:
-    the contenders the estimate hides, when everything else here is measured."""
+    the chosen kernels' ``siblings`` (:func:`reduction_siblings`), then the contenders the
+    estimate hides, when everything else here is measured."""
     row_of = {shape: row for row, shape in enumerate(shapes)}
     order = [row_of[shape] for shape in coarse_to_fine(shapes)]
     wanted = decisive_picks(estimate, picks, measured, 2 * margin)  # 1. on estimates
@@ -67,9 +78,51 @@ def verification_wanted(
         favourite = int(np.argmin(estimate[row]))
         if estimate[row, favourite] < best * (1 - margin):
             wanted.append((favourite, row))
-    if hidden and all(measured[row, column] for column, row in wanted):  # 4. nothing else
+    if not hidden or not all(measured[row, column] for column, row in wanted):
+        return wanted
+    wanted += sibling_pairs(picks, measured, order, siblings or {})  # 4. nothing else
+    if all(measured[row, column] for column, row in wanted):
         wanted += hidden_contenders(estimate, predicted, picks, measured, margin)
     return wanted
+
+
+def reduction_siblings(workload: Workload, candidates: Sequence[Candidate]) -> dict[int, list[int]]:
+    """Column -> the other columns of its kind with the same tiles but the reduction's.
+
+    Siblings share the tile grid (padding, occupancy, remainder classes): they differ in
+    the reduction micro-tile alone, which the model's throughput predicts worst. Records
+    (EPYC oracle, attention scores with head size 80): `k1` kernels, predicted 2-4x
+    slower than `k8`, were the fastest at 7 T, 5-8% ahead of the `k8` kernel chosen there;
+    IREE's own builds (no tiles known) have none."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for column, candidate in enumerate(candidates):
+        levels = candidate.levels(workload)
+        if levels is not None:
+            key = (candidate.kind, levels.workgroup, levels.vector, levels.cache)
+            groups.setdefault(key, []).append(column)
+    return {c: [s for s in group if s != c] for group in groups.values() for c in group}
+
+
+def sibling_pairs(
+    picks: Sequence[int],
+    measured: np.ndarray,
+    order: Sequence[int],
+    siblings: Mapping[int, Sequence[int]],
+) -> list[tuple[int, int]]:
+    """(column, row): each chosen kernel's unmeasured siblings at the first row (in
+    ``order``) it is picked for and measured at, so that a sibling's one measurement
+    stands beside the kernel's own.
+
+    Asked for once nothing else is (oracle replay, 9 workloads x 3 seeds, worst seed): the
+    same at budgets 60 and 110; at 240 no workload lower, `dense_out` 0.986 -> 0.989 and
+    attention scores with head size 80 0.957 -> 0.958 (mean 0.960 -> 0.964); at 480
+    `dense_qkv` 0.977 -> 0.999 and head size 80 0.973 -> 0.979 (`dense_ffn2` 0.997 -> 0.995)."""
+    found: list[tuple[int, int]] = []
+    for column in dict.fromkeys(picks):
+        anchor = next((r for r in order if picks[r] == column and measured[r, column]), None)
+        if anchor is not None:
+            found += [(s, anchor) for s in siblings.get(column, ()) if not measured[anchor, s]]
+    return found
 
 
 def decisive_picks(
