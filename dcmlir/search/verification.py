@@ -91,9 +91,9 @@ def reduction_siblings(workload: Workload, candidates: Sequence[Candidate]) -> d
 
     Siblings share the tile grid (padding, occupancy, remainder classes): they differ in
     the reduction micro-tile alone, which the model's throughput predicts worst. Records
-    (EPYC oracle, attention scores with head size 80): `k1` kernels, predicted 2-4x
-    slower than `k8`, were the fastest at 7 T, 5-8% ahead of the `k8` kernel chosen there;
-    IREE's own builds (no tiles known) have none."""
+    (EPYC oracle, attention scores with head size 80): `k1` kernels were the fastest at 9
+    of 31 T, 3-20% ahead of their `k8` siblings, and predicted 2-4x slower than they ran
+    at 7 of them; IREE's own builds (no tiles known) have none."""
     groups: dict[tuple[object, ...], list[int]] = {}
     for column, candidate in enumerate(candidates):
         levels = candidate.levels(workload)
