@@ -80,10 +80,8 @@ def verification_wanted(
             wanted.append((favourite, row))
     if not hidden or not all(measured[row, column] for column, row in wanted):
         return wanted
-    wanted += sibling_pairs(picks, measured, order, siblings or {})  # 4. nothing else
-    if all(measured[row, column] for column, row in wanted):
-        wanted += hidden_contenders(estimate, predicted, picks, measured, margin)
-    return wanted
+    beside = sibling_pairs(picks, measured, order, siblings or {})  # 4. nothing else: unmeasured
+    return wanted + (beside or hidden_contenders(estimate, predicted, picks, measured, margin))
 
 
 def reduction_siblings(workload: Workload, candidates: Sequence[Candidate]) -> dict[int, list[int]]:
