@@ -47,17 +47,24 @@ def scores_module(heads: int, head_dim: int) -> str:
 # 12 x T x 64 x T: scores = Q[12, T, 64] @ K^T[12, 64, T]
 SCORES = scores_module(12, 64)
 
-# 12 x T x T x 64: context = P[12, T, T] @ V[12, T, 64]
-CONTEXT = """func.func @main(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+
+def context_module(heads: int, head_dim: int) -> str:
+    """Attention context, ``P[heads, T, T] @ V[heads, T, head_dim]``."""
+    h, d = heads, head_dim
+    return f"""func.func @main(%p: tensor<{h}x?x?xf32>, %v: tensor<{h}x?x{d}xf32>) -> tensor<{h}x?x{d}xf32> {{
   %c1 = arith.constant 1 : index
-  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
+  %t = tensor.dim %p, %c1 : tensor<{h}x?x?xf32>
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<12x?x64xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  return %r : tensor<12x?x64xf32>
-}
+  %e = tensor.empty(%t) : tensor<{h}x?x{d}xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<{h}x?x{d}xf32>) -> tensor<{h}x?x{d}xf32>
+  %r = linalg.batch_matmul ins(%p, %v : tensor<{h}x?x?xf32>, tensor<{h}x?x{d}xf32>) outs(%init : tensor<{h}x?x{d}xf32>) -> tensor<{h}x?x{d}xf32>
+  return %r : tensor<{h}x?x{d}xf32>
+}}
 """
+
+
+# 12 x T x T x 64: context = P[12, T, T] @ V[12, T, 64]
+CONTEXT = context_module(12, 64)
 
 
 def workloads() -> dict[str, str]:

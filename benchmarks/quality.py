@@ -1,4 +1,4 @@
-"""Selection quality vs measurement budget, replayed from one oracle records file (issue 14).
+"""Selection quality vs measurement budget, replayed from oracle records (issue 14).
 
 Every strategy gets its measurements from the oracle's records (every candidate timed
 at the oracle's T, :mod:`dcmlir.testing.replay`): no IREE build and no timing, so all
@@ -23,12 +23,13 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
   the candidate it predicts fastest: no verification, no measured time overrides it.
 
     .venv/bin/pip install -e '.[bench]'   # matplotlib, for the plot
-    python benchmarks/quality.py [--records docs/results/oracle_epyc_passes.jsonl.gz]
+    python benchmarks/quality.py [--records docs/results/oracle_epyc_passes.jsonl.gz,...]
         [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2]
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
-BERT-base workloads and the three held out of ``benchmarks/never_slower.py``, every one
-the default ``--workloads``), with six workloads timed in three passes (``--merge``;
+BERT-base workloads, the three held out and the three unseen of
+``benchmarks/never_slower.py``, every one the default ``--workloads``; ``--records``
+takes several files), with nine workloads timed in three passes (``--merge``;
 ``docs/results/oracle_epyc.jsonl.gz`` is the first pass alone);
 ``docs/results/oracle_records.jsonl`` is the Xeon's (the six BERT-base workloads, 2
 samples per pair).
@@ -71,6 +72,9 @@ RESULTS = ROOT / "docs" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COMMAND = "python benchmarks/quality.py"
+RECORDS = ("docs/results/oracle_epyc_passes.jsonl.gz", "docs/results/oracle_epyc_unseen.jsonl.gz")
+"""The oracle: the nine workloads developed on (six of them in three passes) and the three
+added unseen on 2026-11-29 (three passes), ``benchmarks/oracle.py``."""
 BUDGETS = (30, 60, 110, 240, 480)
 SEEDS = (0, 1, 2)
 DIETCODE_T = (5, 24, 43, 62, 81, 100, 119, 128)  # benchmarks/bench_suite.py's 8 T
@@ -613,7 +617,9 @@ def plot(report: dict, path: Path) -> bool:
 def main() -> int:
     texts = known_workloads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", default="docs/results/oracle_epyc_passes.jsonl.gz")
+    parser.add_argument(
+        "--records", default=",".join(RECORDS), help="comma-separated oracle records files"
+    )
     parser.add_argument("--workloads", default=",".join(texts))
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
@@ -637,8 +643,10 @@ def main() -> int:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         parser.error("--budgets and --seeds take comma-separated integers")
-    if not Path(args.records).is_file():
-        parser.error(f"--records: {args.records}: no such file")
+    paths = args.records.split(",")
+    missing = next((path for path in paths if not Path(path).is_file()), None)
+    if missing is not None:
+        parser.error(f"--records: {missing}: no such file")
     out = Path(args.out)
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
@@ -651,7 +659,7 @@ def main() -> int:
         explained = (parts[0], int(parts[1]), int(parts[2]))
         names = [parts[0]]
     start = time.perf_counter()
-    records = load_oracle(args.records)
+    records = [record for path in paths for record in load_oracle(path)]
     results, problems = {}, {}
     try:
         with tempfile.TemporaryDirectory() as workdir:
