@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 from bert_workloads import workloads as bert_workloads
-from never_slower import HELD_OUT, UNSEEN
+from never_slower import FRESH, HELD_OUT, UNSEEN
 
 from dcmlir.driver.loading import load_model
 from dcmlir.driver.tuning import SHORT_CALL
@@ -61,7 +61,7 @@ ORACLE_T += (88, 96, 100, 104, 112, 120, 127, 128)  # the Xeon oracle's 31 T
 
 
 def known_workloads() -> dict[str, str]:
-    return {**bert_workloads(), **HELD_OUT, **UNSEEN}
+    return {**bert_workloads(), **HELD_OUT, **UNSEEN, **FRESH}
 
 
 def protocol(min_time: float = 0.01, rounds: int = 3) -> MeasureSettings:
