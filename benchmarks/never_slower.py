@@ -3,9 +3,11 @@
 For the six BERT-base workloads, three held out (unseen when added, since diagnosed: a
 BERT-large-sized FFN, ``?x1024 @ 1024x4096``; a transposed-weight projection as torch's
 ``Linear`` writes it, ``?x512 @ (2048x512)^T``; attention scores with 16 heads of size
-80) and three unseen (added with the code fixed, before any was timed: ``?x1536 @
+80), three unseen (added with the code fixed, before any was timed: ``?x1536 @
 1536x384``; attention scores with 8 heads of size 128; attention context with 16 heads of
-size 80), T dynamic in 1..128:
+size 80; developed on since) and three fresh (added the same way after that:
+``?x384 @ 384x1536``; attention scores and context with 12 heads of size 96), T dynamic
+in 1..128:
 
 1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
    what the search had), the projections with their weight a module constant (as in a

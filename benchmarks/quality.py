@@ -27,9 +27,9 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
         [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2]
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
-BERT-base workloads, the three held out and the three unseen of
+BERT-base workloads, the three held out, the three unseen and the three fresh of
 ``benchmarks/never_slower.py``, every one the default ``--workloads``; ``--records``
-takes several files), with nine workloads timed in three passes (``--merge``;
+takes several files), with twelve workloads timed in three passes (``--merge``;
 ``docs/results/oracle_epyc.jsonl.gz`` is the first pass alone);
 ``docs/results/oracle_records.jsonl`` is the Xeon's (the six BERT-base workloads, 2
 samples per pair).
@@ -72,9 +72,14 @@ RESULTS = ROOT / "docs" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COMMAND = "python benchmarks/quality.py"
-RECORDS = ("docs/results/oracle_epyc_passes.jsonl.gz", "docs/results/oracle_epyc_unseen.jsonl.gz")
-"""The oracle: the nine workloads developed on (six of them in three passes) and the three
-added unseen on 2026-11-29 (three passes), ``benchmarks/oracle.py``."""
+RECORDS = (
+    "docs/results/oracle_epyc_passes.jsonl.gz",
+    "docs/results/oracle_epyc_unseen.jsonl.gz",
+    "docs/results/oracle_epyc_fresh.jsonl.gz",
+)
+"""The oracle: the nine workloads developed on (six of them in three passes), the three
+added unseen on 2026-11-29 (three passes; developed on since) and the three fresh ones
+added after (three passes), ``benchmarks/oracle.py``."""
 BUDGETS = (30, 60, 110, 240, 480)
 SEEDS = (0, 1, 2)
 DIETCODE_T = (5, 24, 43, 62, 81, 100, 119, 128)  # benchmarks/bench_suite.py's 8 T
