@@ -8,6 +8,8 @@ second.
 from __future__ import annotations
 
 import io
+import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -163,3 +165,31 @@ def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_pat
     assert table.seconds(default, (3,)) == pytest.approx(3e-3)
     assert "passes" not in table.records[(default, (3,))].extra
     assert not table.records[(table.candidate_keys[2], (4,))].ok
+
+
+def test_seed_spread_reports_each_workloads_worst_seed_and_the_overall_geomean(
+    tmp_path: Path,
+) -> None:
+    """benchmarks/seed_spread.py: per workload the worst and mean seed and how many fall
+    below issue 14's line (0.95 at 110), and the geomean over the workloads per seed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from seed_spread import qualities, table
+
+    seeds = {"a": [0.96, 0.90, 0.99], "b": [0.98, 0.98, 0.97]}
+    data = {
+        "workloads": {
+            w: {"dcmlir": {"110": {str(s): {"quality": q} for s, q in enumerate(qs)}}}
+            for w, qs in seeds.items()
+        }
+    }
+    path = tmp_path / "quality.json"
+    path.write_text(json.dumps(data))
+    runs = {"x": qualities(path)}
+    assert runs["x"]["110"] == seeds
+    rows = table(runs, "110")
+    assert rows[2] == "| `a` | 0.900 / 0.950 / 1 of 3 |"
+    assert rows[3] == "| `b` | 0.970 / 0.977 / 0 of 3 |"
+    overall = [math.sqrt(x * y) for x, y in zip(seeds["a"], seeds["b"], strict=True)]
+    assert (
+        rows[4] == f"| all (geomean per seed) | {min(overall):.4f} / {sum(overall) / 3:.4f} / - |"
+    )
