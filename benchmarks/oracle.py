@@ -25,11 +25,11 @@ what a target of 0.97 can be checked against.
     python benchmarks/oracle.py --merge docs/results/oracle_epyc.jsonl.gz,results/pass2.jsonl,\
 results/pass3.jsonl --compact docs/results/oracle_epyc_passes.jsonl.gz
 
-The BERT-base workloads and the three held-out and three unseen ones of
-``benchmarks/never_slower.py`` (weights as arguments here, as in the replay) are known by
-name. The unseen three were measured in three passes on their own (pass1..3, merged into
-``docs/results/oracle_epyc_unseen.jsonl.gz``): ``--workloads
-unseen_proj_narrow,unseen_scores_h128,unseen_context_h80``.
+The workloads of ``benchmarks/never_slower.py`` (BERT-base, held out, unseen and fresh;
+weights as arguments here, as in the replay) are known by name. The unseen three and the
+fresh three were each measured in three passes on their own (``--workloads`` the three,
+pass1..3 merged into ``docs/results/oracle_epyc_unseen.jsonl.gz`` and
+``oracle_epyc_fresh.jsonl.gz``).
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bert_workloads import workloads as bert_workloads
-from never_slower import FRESH, HELD_OUT, UNSEEN
+from never_slower import all_workloads
 
 from dcmlir.driver.loading import load_model
 from dcmlir.driver.tuning import SHORT_CALL
@@ -61,7 +60,7 @@ ORACLE_T += (88, 96, 100, 104, 112, 120, 127, 128)  # the Xeon oracle's 31 T
 
 
 def known_workloads() -> dict[str, str]:
-    return {**bert_workloads(), **HELD_OUT, **UNSEEN, **FRESH}
+    return all_workloads()  # never_slower.py's: BERT-base, held out, unseen, fresh
 
 
 def protocol(min_time: float = 0.01, rounds: int = 3) -> MeasureSettings:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
+
+from dcmlir.bench import geomean
 
 Qualities = dict[str, dict[str, dict[str, list[float]]]]
 """variant -> budget -> workload -> quality per seed (in seed order)."""
@@ -42,10 +43,6 @@ def qualities(path: Path) -> dict[str, dict[str, list[float]]]:
     return found
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
-
-
 def table(runs: Qualities, budget: str) -> list[str]:
     """Markdown rows for one budget: workloads down, variants across."""
     names = list(runs)
@@ -63,7 +60,7 @@ def table(runs: Qualities, budget: str) -> list[str]:
     cells = []
     for name in names:
         by_seed = zip(*(runs[name][budget][w] for w in workloads), strict=True)
-        overall = [geomean(list(q)) for q in by_seed]
+        overall = [geomean(q) for q in by_seed]
         cells.append(f"{min(overall):.4f} / {sum(overall) / len(overall):.4f} / -")
     rows.append("| all (geomean per seed) | " + " | ".join(cells) + " |")
     return rows
