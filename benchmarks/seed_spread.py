@@ -13,6 +13,11 @@ prints, per budget, each workload's worst and mean seed per variant and how many
 fall below issue 14's line (0.95 at B <= 110, 0.97 above), and the geomean over the
 workloads per seed. ``--keep`` saves only the qualities (a few kB) so that the table can
 be printed again without the runs: ``--from docs/results/seed_spread.json``.
+
+``--never-slower`` prints issue 14's first check replayed instead, from the runs: per
+workload, the worst ratio over the seeds of the dispatched kernel's recorded time to the
+faster IREE build's at one T, and how many (seed, T) are above 1.03 (0.97x) and above
+1.11 (0.9x).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from quality import SLOWER
 
 from dcmlir.bench import geomean
 
@@ -41,6 +48,37 @@ def qualities(path: Path) -> dict[str, dict[str, list[float]]]:
             ordered = [seeds[s]["quality"] for s in sorted(seeds, key=int)]
             found.setdefault(budget, {})[workload] = ordered
     return found
+
+
+def against_iree(path: Path) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """budget -> workload -> per-seed {T: ratio to the faster IREE build}."""
+    found: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for workload, data in json.loads(path.read_text())["workloads"].items():
+        for budget, seeds in data["dcmlir"].items():
+            ordered = [seeds[s]["against_iree"] for s in sorted(seeds, key=int)]
+            found.setdefault(budget, {})[workload] = ordered
+    return found
+
+
+def never_slower_table(runs: dict[str, Path], budget: str) -> list[str]:
+    """Markdown rows for one budget: per workload and variant, the worst ratio (its T) and
+    the (seed, T) counts above each line of :data:`SLOWER`."""
+    found = {name: against_iree(path)[budget] for name, path in runs.items()}
+    head = " | ".join(f"{n}: worst (T) / above {SLOWER[0]} / above {SLOWER[1]}" for n in runs)
+    rows = [f"| workload | {head} |", "|---|" + "---:|" * len(runs)]
+    totals = {name: [0, 0] for name in runs}
+    for workload in next(iter(found.values())):
+        cells = []
+        for name in runs:
+            points = [(r, t) for seed in found[name][workload] for t, r in seed.items()]
+            worst, at = max(points)
+            above = [sum(r > line for r, _ in points) for line in SLOWER]
+            totals[name] = [a + b for a, b in zip(totals[name], above, strict=True)]
+            cells.append(f"{worst:.2f} ({at}) / {above[0]} / {above[1]}")
+        rows.append(f"| `{workload}` | " + " | ".join(cells) + " |")
+    cells = [f"- / {a} / {b}" for a, b in totals.values()]
+    rows.append("| all | " + " | ".join(cells) + " |")
+    return rows
 
 
 def table(runs: Qualities, budget: str) -> list[str]:
@@ -72,9 +110,14 @@ def main() -> int:
     parser.add_argument("--from", dest="source", type=Path, help="a file --keep wrote")
     parser.add_argument("--keep", type=Path, help="save the qualities here")
     parser.add_argument("--budgets", default="60,110,240")
+    parser.add_argument(
+        "--never-slower", action="store_true", help="the replayed never-slower check instead"
+    )
     args = parser.parse_args()
     if bool(args.runs) == bool(args.source):
         parser.error("give --runs or --from, not both")
+    if args.never_slower:
+        return print_never_slower(parser, args.runs, args.budgets)
     runs: Qualities = {}
     if args.source:
         runs = json.loads(args.source.read_text())
@@ -91,6 +134,21 @@ def main() -> int:
             parser.error(f"no run has budget {budget}")
         print(f"\nB={budget}\n")
         print("\n".join(table(having, budget)))
+    return 0
+
+
+def print_never_slower(parser: argparse.ArgumentParser, runs: str, budgets: str) -> int:
+    paths = {}
+    for item in filter(None, runs.split(",")):
+        name, _, path = item.partition("=")
+        if not path or not Path(path).is_file():
+            parser.error(f"--runs: '{item}' is not NAME=FILE with an existing file")
+        paths[name] = Path(path)
+    if not paths:
+        parser.error("--never-slower reads the runs: give --runs")
+    for budget in budgets.split(","):
+        print(f"\nB={budget}\n")
+        print("\n".join(never_slower_table(paths, budget)))
     return 0
 
 

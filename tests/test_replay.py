@@ -193,3 +193,45 @@ def test_seed_spread_reports_each_workloads_worst_seed_and_the_overall_geomean(
     assert (
         rows[4] == f"| all (geomean per seed) | {min(overall):.4f} / {sum(overall) / 3:.4f} / - |"
     )
+
+
+def test_the_never_slower_check_replayed_counts_each_seed_and_t_above_the_lines(
+    tmp_path: Path,
+) -> None:
+    """quality.py's replayed item 1 and seed_spread.py --never-slower: (seed, T) above 1.03
+    and above 1.11 of the ratios to the faster IREE build, and the worst with its T."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from quality import never_slower
+    from seed_spread import never_slower_table
+
+    ratios = {"a": [{"1": 0.8, "17": 1.05}, {"1": 1.2, "17": 1.0}], "b": [{"1": 0.9}, {"1": 1.0}]}
+    data = {
+        "workloads": {
+            w: {"dcmlir": {"60": {str(s): {"against_iree": r} for s, r in enumerate(rs)}}}
+            for w, rs in ratios.items()
+        }
+    }
+    path = tmp_path / "quality.json"
+    path.write_text(json.dumps(data))
+    rows = never_slower_table({"x": path}, "60")
+    assert rows[2] == "| `a` | 1.20 (1) / 2 / 1 |"
+    assert rows[3] == "| `b` | 1.00 (1) / 0 / 0 |"
+    assert rows[4] == "| all | - / 2 / 1 |"
+    found = never_slower(data["workloads"], [60])["60"]
+    assert found["points"] == 6
+    assert found["above"] == {"1.03": 2, "1.11": 1}
+    assert found["worst"] == {"ratio": 1.2, "workload": "a", "seed": "1", "t": "1"}
+
+
+def test_the_replayed_ratio_is_to_the_faster_iree_build_at_each_t(tmp_path: Path) -> None:
+    """quality.Problem.against_iree: the dispatched kernel's recorded time over IREE's
+    default's (the oracle holds no data tiling here), keyed by T."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from quality import Problem
+
+    workload, candidates, path = oracle_file(tmp_path)
+    table = ReplayTable.from_records(list(RecordDatabase(path).load()), workload.key)
+    problem = Problem("tiny", workload, table, TARGET, candidates)
+    keys = [c.key() for c in candidates]
+    dispatch = {(1,): keys[1], (2,): keys[0], (3,): keys[2], (4,): keys[1]}
+    assert problem.against_iree(dispatch) == pytest.approx({1: 2.0, 2: 1.0, 3: 3.0, 4: 2.0})
