@@ -167,6 +167,21 @@ def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_pat
     assert not table.records[(table.candidate_keys[2], (4,))].ok
 
 
+def quality_report(
+    tmp_path: Path, budget: str, field: str, per_seed: dict[str, list]
+) -> tuple[Path, dict]:
+    """A ``quality.py --out`` file holding only dcmlir's ``field`` per workload and seed."""
+    data = {
+        "workloads": {
+            w: {"dcmlir": {budget: {str(s): {field: v} for s, v in enumerate(values)}}}
+            for w, values in per_seed.items()
+        }
+    }
+    path = tmp_path / "quality.json"
+    path.write_text(json.dumps(data))
+    return path, data
+
+
 def test_seed_spread_reports_each_workloads_worst_seed_and_the_overall_geomean(
     tmp_path: Path,
 ) -> None:
@@ -176,14 +191,7 @@ def test_seed_spread_reports_each_workloads_worst_seed_and_the_overall_geomean(
     from seed_spread import qualities, table
 
     seeds = {"a": [0.96, 0.90, 0.99], "b": [0.98, 0.98, 0.97]}
-    data = {
-        "workloads": {
-            w: {"dcmlir": {"110": {str(s): {"quality": q} for s, q in enumerate(qs)}}}
-            for w, qs in seeds.items()
-        }
-    }
-    path = tmp_path / "quality.json"
-    path.write_text(json.dumps(data))
+    path, _ = quality_report(tmp_path, "110", "quality", seeds)
     runs = {"x": qualities(path)}
     assert runs["x"]["110"] == seeds
     rows = table(runs, "110")
@@ -205,14 +213,7 @@ def test_the_never_slower_check_replayed_counts_each_seed_and_t_above_the_lines(
     from seed_spread import never_slower_table
 
     ratios = {"a": [{"1": 0.8, "17": 1.05}, {"1": 1.2, "17": 1.0}], "b": [{"1": 0.9}, {"1": 1.0}]}
-    data = {
-        "workloads": {
-            w: {"dcmlir": {"60": {str(s): {"against_iree": r} for s, r in enumerate(rs)}}}
-            for w, rs in ratios.items()
-        }
-    }
-    path = tmp_path / "quality.json"
-    path.write_text(json.dumps(data))
+    path, data = quality_report(tmp_path, "60", "against_iree", ratios)
     rows = never_slower_table({"x": path}, "60")
     assert rows[2] == "| `a` | 1.20 (1) / 2 / 1 |"
     assert rows[3] == "| `b` | 1.00 (1) / 0 / 0 |"
