@@ -182,11 +182,10 @@ def run_dcmlir(problem: Problem, budget: int, seed: int) -> dict:
     plan = workload_plan(result, None, "config")
     dispatch = dispatched(problem, result)
     selection = {s: result.kernels[k].key() for s, k in result.choice.items()}
-    against = problem.against_iree(dispatch)
     return {
         "quality": problem.quality(dispatch),
         "selection_quality": problem.quality(selection),  # before the decision tree
-        "against_iree": against,
+        "against_iree": problem.against_iree(dispatch),
         "measurements": measured,
         "rounds": result.rounds,
         "kernels": sorted(set(dispatch.values())),
@@ -423,6 +422,11 @@ def checks(results: Mapping[str, dict], summary: dict, budgets: Sequence[int]) -
     return found
 
 
+def count_above(ratios: Sequence[float]) -> list[int]:
+    """How many of ``ratios`` are above each line of :data:`SLOWER`."""
+    return [sum(r > line for r in ratios) for line in SLOWER]
+
+
 def never_slower(results: Mapping[str, dict], budgets: Sequence[int]) -> dict:
     """Per budget: issue 14's item 1 replayed, over every workload, seed and oracle T (the
     dispatched kernel's recorded time over the faster IREE build's): how many are above
@@ -430,7 +434,7 @@ def never_slower(results: Mapping[str, dict], budgets: Sequence[int]) -> dict:
     found = {}
     for budget in map(str, budgets):
         points = [
-            (ratio, name, seed, t)
+            (ratio, name, seed, int(t))  # T: a str once read back from the JSON
             for name, result in results.items()
             for seed, run in result["dcmlir"][budget].items()
             for t, ratio in run.get("against_iree", {}).items()
@@ -440,7 +444,7 @@ def never_slower(results: Mapping[str, dict], budgets: Sequence[int]) -> dict:
         worst = max(points)
         found[budget] = {
             "points": len(points),
-            "above": {str(line): sum(p[0] > line for p in points) for line in SLOWER},
+            "above": dict(zip(map(str, SLOWER), count_above([p[0] for p in points]), strict=True)),
             "worst": {"ratio": worst[0], "workload": worst[1], "seed": worst[2], "t": worst[3]},
         }
     return found

@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from quality import SLOWER
+from quality import SLOWER, count_above
 
 from dcmlir.bench import geomean
 
@@ -40,30 +40,27 @@ def line(budget: int) -> float:
     return 0.95 if budget <= 110 else 0.97
 
 
+def per_seed(path: Path, field: str) -> dict[str, dict[str, list]]:
+    """budget -> workload -> dcmlir's ``field`` per seed (in seed order), from a
+    ``quality.py --out`` file."""
+    found: dict[str, dict[str, list]] = {}
+    for workload, data in json.loads(path.read_text())["workloads"].items():
+        for budget, seeds in data["dcmlir"].items():
+            ordered = [seeds[s][field] for s in sorted(seeds, key=int)]
+            found.setdefault(budget, {})[workload] = ordered
+    return found
+
+
 def qualities(path: Path) -> dict[str, dict[str, list[float]]]:
-    """budget -> workload -> per-seed quality, from a ``quality.py --out`` file."""
-    found: dict[str, dict[str, list[float]]] = {}
-    for workload, data in json.loads(path.read_text())["workloads"].items():
-        for budget, seeds in data["dcmlir"].items():
-            ordered = [seeds[s]["quality"] for s in sorted(seeds, key=int)]
-            found.setdefault(budget, {})[workload] = ordered
-    return found
+    """budget -> workload -> per-seed quality."""
+    return per_seed(path, "quality")
 
 
-def against_iree(path: Path) -> dict[str, dict[str, list[dict[str, float]]]]:
-    """budget -> workload -> per-seed {T: ratio to the faster IREE build}."""
-    found: dict[str, dict[str, list[dict[str, float]]]] = {}
-    for workload, data in json.loads(path.read_text())["workloads"].items():
-        for budget, seeds in data["dcmlir"].items():
-            ordered = [seeds[s]["against_iree"] for s in sorted(seeds, key=int)]
-            found.setdefault(budget, {})[workload] = ordered
-    return found
-
-
-def never_slower_table(runs: dict[str, Path], budget: str) -> list[str]:
-    """Markdown rows for one budget: per workload and variant, the worst ratio (its T) and
-    the (seed, T) counts above each line of :data:`SLOWER`."""
-    found = {name: against_iree(path)[budget] for name, path in runs.items()}
+def never_slower_table(runs: dict[str, dict[str, list]], budget: str) -> list[str]:
+    """Markdown rows for one budget: per workload and variant (``per_seed(path,
+    "against_iree")`` of each), the worst ratio (its T) and the (seed, T) counts above each
+    line of :data:`SLOWER`."""
+    found = {name: run[budget] for name, run in runs.items()}
     head = " | ".join(f"{n}: worst (T) / above {SLOWER[0]} / above {SLOWER[1]}" for n in runs)
     rows = [f"| workload | {head} |", "|---|" + "---:|" * len(runs)]
     totals = {name: [0, 0] for name in runs}
@@ -72,7 +69,7 @@ def never_slower_table(runs: dict[str, Path], budget: str) -> list[str]:
         for name in runs:
             points = [(r, t) for seed in found[name][workload] for t, r in seed.items()]
             worst, at = max(points)
-            above = [sum(r > line for r, _ in points) for line in SLOWER]
+            above = count_above([r for r, _ in points])
             totals[name] = [a + b for a, b in zip(totals[name], above, strict=True)]
             cells.append(f"{worst:.2f} ({at}) / {above[0]} / {above[1]}")
         rows.append(f"| `{workload}` | " + " | ".join(cells) + " |")
@@ -121,11 +118,8 @@ def main() -> int:
     runs: Qualities = {}
     if args.source:
         runs = json.loads(args.source.read_text())
-    for item in filter(None, args.runs.split(",")):
-        name, _, path = item.partition("=")
-        if not path or not Path(path).is_file():
-            parser.error(f"--runs: '{item}' is not NAME=FILE with an existing file")
-        runs[name] = qualities(Path(path))
+    for name, path in run_files(parser, args.runs).items():
+        runs[name] = qualities(path)
     if args.keep:
         args.keep.write_text(json.dumps(runs, indent=1) + "\n")
     for budget in args.budgets.split(","):
@@ -137,18 +131,24 @@ def main() -> int:
     return 0
 
 
-def print_never_slower(parser: argparse.ArgumentParser, runs: str, budgets: str) -> int:
+def run_files(parser: argparse.ArgumentParser, runs: str) -> dict[str, Path]:
+    """``--runs``' NAME=FILE items, each file existing."""
     paths = {}
     for item in filter(None, runs.split(",")):
         name, _, path = item.partition("=")
         if not path or not Path(path).is_file():
             parser.error(f"--runs: '{item}' is not NAME=FILE with an existing file")
         paths[name] = Path(path)
-    if not paths:
+    return paths
+
+
+def print_never_slower(parser: argparse.ArgumentParser, runs: str, budgets: str) -> int:
+    found = {n: per_seed(p, "against_iree") for n, p in run_files(parser, runs).items()}
+    if not found:
         parser.error("--never-slower reads the runs: give --runs")
     for budget in budgets.split(","):
         print(f"\nB={budget}\n")
-        print("\n".join(never_slower_table(paths, budget)))
+        print("\n".join(never_slower_table(found, budget)))
     return 0
 
 
