@@ -434,7 +434,7 @@ def never_slower(results: Mapping[str, dict], budgets: Sequence[int]) -> dict:
     found = {}
     for budget in map(str, budgets):
         points = [
-            (ratio, name, seed, int(t))  # T: a str once read back from the JSON
+            (ratio, name, seed, int(t), t)  # T: a str once read back from the JSON
             for name, result in results.items()
             for seed, run in result["dcmlir"][budget].items()
             for t, ratio in run.get("against_iree", {}).items()
@@ -445,7 +445,7 @@ def never_slower(results: Mapping[str, dict], budgets: Sequence[int]) -> dict:
         found[budget] = {
             "points": len(points),
             "above": dict(zip(map(str, SLOWER), count_above([p[0] for p in points]), strict=True)),
-            "worst": {"ratio": worst[0], "workload": worst[1], "seed": worst[2], "t": worst[3]},
+            "worst": {"ratio": worst[0], "workload": worst[1], "seed": worst[2], "t": worst[4]},
         }
     return found
 
