@@ -29,6 +29,9 @@ plots in ``docs/results/never_slower/b<budget>/``.
 
     .venv/bin/python benchmarks/never_slower.py --budget 60
     .venv/bin/python benchmarks/never_slower.py --budget 60 --report-only
+
+``--machine NAME`` keeps another machine's run apart from the one the docs' main table
+holds: its results in ``docs/results/never_slower_NAME/``, its own section of the docs.
 """
 
 from __future__ import annotations
@@ -215,14 +218,30 @@ def _label(shape: tuple[int, ...]) -> str:
     return ",".join(map(str, shape))
 
 
-def section(by_budget: dict[int, list[BenchResult]]) -> str:
+def folder(machine: str) -> str:
+    """The results' folder name: ``never_slower``, or ``never_slower_NAME`` for ``--machine``."""
+    return f"never_slower_{machine}" if machine else "never_slower"
+
+
+def markers(machine: str) -> tuple[str, str]:
+    """The docs section's markers: the main table's, or one section per ``--machine``."""
+    if not machine:
+        return BEGIN, END
+    return f"<!-- never-slower-{machine}:begin -->", f"<!-- never-slower-{machine}:end -->"
+
+
+def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
+    where = folder(machine)
+    option = f" --machine {machine}" if machine else ""
+    title = f", on the `{machine}` machine" if machine else ""
     lines = [
-        BEGIN,
-        "## Never slower than the best IREE build? BERT-base and held-out workloads (issue 14)",
+        markers(machine)[0],
+        "## Never slower than the best IREE build? BERT-base and held-out workloads"
+        f" (issue 14){title}",
         "",
-        f"Reproduce: `{COMMAND} --budget B` (fresh records per budget, in "
-        "`results/never_slower/b<B>/`); per workload tables and plots in "
-        "`docs/results/never_slower/b<B>/`. Held out: `heldout_large_ffn1` "
+        f"Reproduce: `{COMMAND} --budget B{option}` (fresh records per budget, in "
+        f"`results/{where}/b<B>/`); per workload tables and plots in "
+        f"`docs/results/{where}/b<B>/`. Held out: `heldout_large_ffn1` "
         "(`?x1024 @ 1024x4096`), `heldout_linear_t` (`?x512 @ (2048x512)^T`, torch's Linear "
         "layout), `heldout_scores_h80` (16 heads of size 80): unseen when they were added, "
         "since then diagnosed and the search changed after what they showed. Unseen: "
@@ -283,17 +302,17 @@ def section(by_budget: dict[int, list[BenchResult]]) -> str:
                 f"| {sum(r > 1.03 for r in own)} | {sum(r > 1.11 for r in own)} "
                 f"| {geomean(own):.2f} | {1 / geomean(default):.2f}x | {rechecked} |"
             )
-    lines += ["", f"Machine: {next(iter(by_budget.values()))[0].target}.", END]
+    lines += ["", f"Machine: {next(iter(by_budget.values()))[0].target}.", markers(machine)[1]]
     return "\n".join(lines)
 
 
-def write_docs(budgets: list[int]) -> None:
+def write_docs(budgets: list[int], machine: str = "") -> None:
     by_budget: dict[int, list[BenchResult]] = {}
     for budget in budgets:
-        out = ROOT / "docs" / "results" / "never_slower" / f"b{budget}"
+        out = ROOT / "docs" / "results" / folder(machine) / f"b{budget}"
         paths = [out / f"{n}.json" for n in all_workloads()]
         by_budget[budget] = [load_result(p) for p in paths if p.exists()]
-    replace_section(DOC, BEGIN, END, section(by_budget))
+    replace_section(DOC, *markers(machine), section(by_budget, machine))
 
 
 def main() -> int:
@@ -317,9 +336,16 @@ def main() -> int:
         action="store_true",
         help=f"time every T again (not only those above {RECHECK}), {RECHECK_ALL_ROUNDS} rounds",
     )
+    parser.add_argument(
+        "--machine",
+        default="",
+        help="a name for another machine's run: its own results folder and docs section",
+    )
     args = parser.parse_args()
-    out = ROOT / "docs" / "results" / "never_slower" / f"b{args.budget}"
-    records = ROOT / "results" / "never_slower" / f"b{args.budget}"
+    if args.machine and not args.machine.replace("-", "").isalnum():
+        parser.error(f"--machine '{args.machine}': letters, digits and '-' only")
+    out = ROOT / "docs" / "results" / folder(args.machine) / f"b{args.budget}"
+    records = ROOT / "results" / folder(args.machine) / f"b{args.budget}"
     for name in args.workloads.split(","):
         if name not in texts:
             parser.error(f"unknown workload '{name}' (known: {', '.join(texts)})")
@@ -333,9 +359,10 @@ def main() -> int:
             write_outputs(result, out)
         elif not args.report_only:
             run(name, texts[name], args.budget, records, out, args.recheck_all)
-    found = (ROOT / "docs" / "results" / "never_slower").glob("b*")
+    found = (ROOT / "docs" / "results" / folder(args.machine)).glob("b*")
     on_disk = sorted(int(p.name[1:]) for p in found if p.name[1:].isdigit())  # not b60_reruns
-    write_docs([int(b) for b in args.report.split(",")] if args.report else on_disk)
+    budgets = [int(b) for b in args.report.split(",")] if args.report else on_disk
+    write_docs(budgets, args.machine)
     return 0
 
 
