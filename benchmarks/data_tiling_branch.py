@@ -1,0 +1,116 @@
+"""Diagnosis: is dcmlir's data-tiling branch behind IREE's own data-tiling build because of
+its flags? (issue 14, docs/benchmarks.md, "The AVX2 Zen 3")
+
+An attention-context module and the plan ``never_slower.py`` tuned for it are compiled
+three ways, then timed at a few T x T, interleaved call by call (each timed call after an
+untimed one of the same build), every output checked against float64:
+
+- ``branch``: ``dcmlir.compile`` as it is (the encodings' flags);
+- ``branch+ukernels``: the same with IREE's mmt4d ukernels on;
+- ``branch, data-tiling flags``: the same module with ``--iree-opt-data-tiling`` instead;
+- ``iree-data-tiling``: the source alone with IREE's data tiling, as a user would.
+
+Only T where the plan runs ``datatiled`` tell anything; ``never_slower.py``'s per-workload
+tables name the kernel at each T.
+
+    .venv/bin/python benchmarks/data_tiling_branch.py \\
+        --dir results/never_slower_zen3/b60 --workload attention_context --shapes 8,13,31,61,89,101
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+
+import dcmlir
+from dcmlir.build.compiler import build
+from dcmlir.codegen.packed import DATA_TILING_FLAGS
+from dcmlir.driver import compiling
+from dcmlir.ir.iree import load_function
+from dcmlir.target import CpuTarget
+
+UKERNELS = ("--iree-llvmcpu-enable-ukernels=mmt4d",)
+
+
+def builds(source: Path, plan: Path) -> dict[str, bytes]:
+    """The four builds, by name."""
+    kernel_flags = compiling._kernel_flags
+    found = {"branch": dcmlir.compile(source, plan=plan, stream=io.StringIO()).vmfb}
+    with_ukernels = lambda *args: kernel_flags(*args) + UKERNELS  # noqa: E731
+    with mock.patch.object(compiling, "_kernel_flags", with_ukernels):
+        found["branch+ukernels"] = dcmlir.compile(source, plan=plan, stream=io.StringIO()).vmfb
+    with mock.patch.object(compiling, "_kernel_flags", lambda *args: DATA_TILING_FLAGS):
+        found["branch, data-tiling flags"] = dcmlir.compile(
+            source, plan=plan, stream=io.StringIO()
+        ).vmfb
+    found["iree-data-tiling"] = build(source.read_text(), CpuTarget(), DATA_TILING_FLAGS).vmfb
+    return found
+
+
+def time_at(functions: dict[str, Callable], t: int, rounds: int) -> dict[str, float]:
+    """Median microseconds per build at T x T, every output checked first."""
+    rng = np.random.default_rng(t)
+    p = rng.standard_normal((12, t, t)).astype(np.float32)
+    v = rng.standard_normal((12, t, 64)).astype(np.float32)
+    reference = np.einsum("bij,bjd->bid", p.astype(np.float64), v.astype(np.float64))
+    for name, function in functions.items():
+        result = function(p, v)
+        out = np.asarray(result[0] if isinstance(result, (tuple, list)) else result)
+        error = np.abs(out - reference).max() / np.abs(reference).max()
+        if error > 1e-4:
+            raise SystemExit(f"{name} at T={t}: relative error {error:.1e}")
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, function in functions.items():
+            function(p, v)
+            start = time.perf_counter()
+            function(p, v)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", required=True, help="a never_slower.py records folder")
+    parser.add_argument("--workload", default="attention_context")
+    parser.add_argument("--shapes", default="8,13,31,61,89,101")
+    parser.add_argument("--rounds", type=int, default=60)
+    args = parser.parse_args()
+    folder = Path(args.dir)
+    source, plan = folder / f"{args.workload}.mlir", folder / f"{args.workload}.plan.json"
+    for path in (source, plan):
+        if not path.is_file():
+            parser.error(f"{path}: not found (run never_slower.py for {args.workload} first)")
+    functions = {name: load_function(v, "main") for name, v in builds(source, plan).items()}
+    names = list(functions)
+    print(
+        "| T | "
+        + " | ".join(f"{n} (us)" for n in names)
+        + " | "
+        + " | ".join(f"{n} / iree-data-tiling" for n in names[:-1])
+        + " |"
+    )
+    print("|---:|" + "---:|" * (2 * len(names) - 1))
+    for t in (int(s) for s in args.shapes.split(",")):
+        us = time_at(functions, t, args.rounds)
+        ratios = [us[n] / us["iree-data-tiling"] for n in names[:-1]]
+        print(
+            f"| {t} | "
+            + " | ".join(f"{us[n]:.1f}" for n in names)
+            + " | "
+            + " | ".join(f"{r:.3f}" for r in ratios)
+            + " |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
