@@ -43,8 +43,11 @@ UKERNELS = ("--iree-llvmcpu-enable-ukernels=mmt4d",)
 def builds(source: Path, plan: Path) -> dict[str, bytes]:
     """The four builds, by name."""
     kernel_flags = compiling._kernel_flags
+
+    def with_ukernels(*args: object) -> tuple[str, ...]:
+        return kernel_flags(*args) + UKERNELS  # type: ignore[arg-type]
+
     found = {"branch": dcmlir.compile(source, plan=plan, stream=io.StringIO()).vmfb}
-    with_ukernels = lambda *args: kernel_flags(*args) + UKERNELS  # noqa: E731
     with mock.patch.object(compiling, "_kernel_flags", with_ukernels):
         found["branch+ukernels"] = dcmlir.compile(source, plan=plan, stream=io.StringIO()).vmfb
     with mock.patch.object(compiling, "_kernel_flags", lambda *args: DATA_TILING_FLAGS):
