@@ -1,9 +1,10 @@
 """Diagnosis: is dcmlir's data-tiling branch behind IREE's own data-tiling build because of
 its flags? (issue 14, docs/benchmarks.md, "The AVX2 Zen 3")
 
-An attention-context module and the plan ``never_slower.py`` tuned for it are compiled
-three ways, then timed at a few T x T, interleaved call by call (each timed call after an
-untimed one of the same build), every output checked against float64:
+A workload's module with an argument weight (attention) and the plan ``never_slower.py``
+tuned for it are compiled three ways, then timed at a few T (every dynamic extent T),
+interleaved call by call (each timed call after an untimed one of the same build), every
+output checked against the float64 reference the tuner checks with:
 
 - ``branch``: ``dcmlir.compile`` as it is (the encodings' flags);
 - ``branch+ukernels``: the same with IREE's mmt4d ukernels on;
@@ -28,14 +29,16 @@ from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
-import numpy as np
-
 import dcmlir
 from dcmlir.build.compiler import build
+from dcmlir.codegen.kernel import input_shapes, reference
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.driver import compiling
+from dcmlir.driver.loading import load_model
 from dcmlir.ir.iree import load_function
+from dcmlir.measure.timing import random_inputs, relative_error
 from dcmlir.target import CpuTarget
+from dcmlir.workload import Workload
 
 UKERNELS = ("--iree-llvmcpu-enable-ukernels=mmt4d",)
 
@@ -58,24 +61,25 @@ def builds(source: Path, plan: Path) -> dict[str, bytes]:
     return found
 
 
-def time_at(functions: dict[str, Callable], t: int, rounds: int) -> dict[str, float]:
-    """Median microseconds per build at T x T, every output checked first."""
-    rng = np.random.default_rng(t)
-    p = rng.standard_normal((12, t, t)).astype(np.float32)
-    v = rng.standard_normal((12, t, 64)).astype(np.float32)
-    reference = np.einsum("bij,bjd->bid", p.astype(np.float64), v.astype(np.float64))
+def time_at(
+    functions: dict[str, Callable], workload: Workload, t: int, rounds: int
+) -> dict[str, float]:
+    """Median microseconds per build with every dynamic extent ``t``, outputs checked first."""
+    dims = workload.shape_dims((t,) * len(workload.dynamic_dims))
+    (inputs,) = random_inputs(input_shapes(workload, dims), sets=1, seed=t)
+    (expected,) = reference(workload, inputs)
     for name, function in functions.items():
-        result = function(p, v)
-        out = np.asarray(result[0] if isinstance(result, (tuple, list)) else result)
-        error = np.abs(out - reference).max() / np.abs(reference).max()
+        result = function(*inputs)
+        out = result[0] if isinstance(result, (tuple, list)) else result
+        error = relative_error(out, expected)
         if error > 1e-4:
             raise SystemExit(f"{name} at T={t}: relative error {error:.1e}")
     samples: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(rounds):
         for name, function in functions.items():
-            function(p, v)
+            function(*inputs)
             start = time.perf_counter()
-            function(p, v)
+            function(*inputs)
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
 
@@ -92,6 +96,7 @@ def main() -> int:
     for path in (source, plan):
         if not path.is_file():
             parser.error(f"{path}: not found (run never_slower.py for {args.workload} first)")
+    (workload,) = load_model(source, ["1:128"], io.StringIO()).workloads
     functions = {name: load_function(v, "main") for name, v in builds(source, plan).items()}
     names = list(functions)
     print(
@@ -103,7 +108,7 @@ def main() -> int:
     )
     print("|---:|" + "---:|" * (2 * len(names) - 1))
     for t in (int(s) for s in args.shapes.split(",")):
-        us = time_at(functions, t, args.rounds)
+        us = time_at(functions, workload, t, args.rounds)
         ratios = [us[n] / us["iree-data-tiling"] for n in names[:-1]]
         print(
             f"| {t} | "
