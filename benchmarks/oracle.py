@@ -12,6 +12,10 @@ records hold is not timed again.
         --compact docs/results/oracle_epyc.jsonl.gz \\
         [--workloads dense_qkv,...] [--t 1,2,...] [--min-time 0.01] [--rounds 3]
 
+``--grid``: the shapes ``dcmlir tune`` searches (:func:`search_shapes`: for attention's
+two dynamic loops, the 256-shape T x T' grid, off the diagonal too) instead of ``--t``'s
+diagonal; ``benchmarks/grid_replay.py`` replays the search on such an oracle.
+
 ``--compact``: the records gzipped, less what a replay never reads (``quality.py`` and
 ``oracle_noise.py`` read either form).
 
@@ -52,8 +56,12 @@ from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.records import Record, RecordDatabase
+from dcmlir.search.settings import SearchSettings
+from dcmlir.search.shape_range import shapes_in_range
+from dcmlir.shapes import Shape
 from dcmlir.space import workload_space
 from dcmlir.target import target_from_name
+from dcmlir.workload import Workload
 
 ORACLE_T = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 24, 31, 32, 33, 40, 48, 56, 63, 64, 65, 72, 80)
 ORACLE_T += (88, 96, 100, 104, 112, 120, 127, 128)  # the Xeon oracle's 31 T
@@ -68,6 +76,13 @@ def protocol(min_time: float = 0.01, rounds: int = 3) -> MeasureSettings:
     return MeasureSettings(
         min_time=min_time, rounds=rounds, warmup=min_time, call_by_call_below=SHORT_CALL
     )
+
+
+def search_shapes(workload: Workload) -> list[Shape]:
+    """The shapes ``dcmlir tune`` searches at its default settings (seed 0): a replay over
+    them makes the same choices of where to measure as a real tune."""
+    settings = SearchSettings()
+    return shapes_in_range(workload, settings.max_shapes, settings.seed)
 
 
 def load_oracle(path: str | Path) -> list[Record]:
@@ -127,6 +142,12 @@ def main() -> int:
     )
     parser.add_argument("--workloads", default=",".join(known_workloads()))
     parser.add_argument("--t", default=",".join(map(str, ORACLE_T)))
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="the shapes dcmlir tune searches (every dynamic loop on its own, off the "
+        "diagonal too) instead of --t's diagonal",
+    )
     parser.add_argument("--min-time", type=float, default=0.01)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -156,8 +177,10 @@ def main() -> int:
             (workload,) = load_model(source, ["1:128"], io.StringIO()).workloads
             space = workload_space(target, workload)
             shapes = [(t,) * len(workload.dynamic_dims) for t in ts]
+            if args.grid:
+                shapes = search_shapes(workload)
             start = time.perf_counter()
-            print(f"== {name}: {len(space)} candidates x {len(ts)} T", file=sys.stderr)
+            print(f"== {name}: {len(space)} candidates x {len(shapes)} shapes", file=sys.stderr)
             with Measurer(workload, target, db, runner_settings=settings) as measurer:
                 report = measurer.measure(space, shapes)
             failed = sum(not r.ok for r in report.records.values())

@@ -15,15 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import dense_with_range
+from helpers import SCORES, dense_with_range
 
 from dcmlir.cost_model import TrivialCostModel
+from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
-from dcmlir.space import DefaultCandidate, space_for
+from dcmlir.space import DataTiledCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import ReplayError, ReplayMeasurer, ReplayTable
-from dcmlir.workload import Workload
+from dcmlir.workload import Workload, workloads, write_ranges
 
 TARGET = CpuTarget()
 SHAPES = [(1,), (2,), (3,), (4,)]
@@ -236,3 +237,48 @@ def test_the_replayed_ratio_is_to_the_faster_iree_build_at_each_t(tmp_path: Path
     keys = [c.key() for c in candidates]
     dispatch = {(1,): keys[1], (2,): keys[0], (3,): keys[2], (4,): keys[1]}
     assert problem.against_iree(dispatch) == pytest.approx({1: 2.0, 2: 1.0, 3: 3.0, 4: 2.0})
+
+
+def test_the_grid_replay_scores_the_whole_grid_and_checks_the_diagonal(tmp_path: Path) -> None:
+    """benchmarks/grid_replay.py on a T x T' grid of 1..2: quality over all four shapes and
+    over the two diagonal ones; never slower checked on the diagonal only, against the
+    faster of IREE's default and data tiling."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from grid_replay import scores
+    from quality import Problem
+
+    with ir.Context():
+        module = parse_module(SCORES)
+        ((op, _),) = list(workloads(module.operation))
+        write_ranges(op, {1: (1, 2), 2: (1, 2)})
+        ((_, workload),) = list(workloads(module.operation))
+    candidates = [DefaultCandidate(), DataTiledCandidate(), space_for(TARGET)[1]]
+    times = {  # seconds by candidate at (1,1), (1,2), (2,1), (2,2)
+        "default": [1.0, 1.0, 1.0, 4.0],
+        "datatiled": [2.0, 2.0, 2.0, 2.0],
+        candidates[2].key(): [0.5, 4.0, 1.0, 3.0],
+    }
+    grid = [(1, 1), (1, 2), (2, 1), (2, 2)]
+    db = RecordDatabase(tmp_path / "grid.jsonl", fsync=False)
+    for candidate in candidates:
+        for shape, seconds in zip(grid, times[candidate.key()], strict=True):
+            db.append(
+                Record.measurement(
+                    workload=workload,
+                    target=TARGET,
+                    candidate=candidate,
+                    route="config",
+                    dims={1: shape[0], 2: shape[1]},
+                    times=[seconds, seconds],
+                )
+            )
+    table = ReplayTable.from_records(list(RecordDatabase(db.path).load()), workload.key)
+    problem = Problem("grid", workload, table, TARGET, candidates)
+    kernel = candidates[2].key()
+    found = scores(problem, {(1, 1): kernel, (1, 2): kernel, (2, 1): "default", (2, 2): kernel})
+    # best / ran: 0.5/0.5, 1/4, 1/1, 2/3 over the grid; 1 and 2/3 on the diagonal
+    assert found["quality"] == pytest.approx((1 * 0.25 * 1 * (2 / 3)) ** 0.25)
+    assert found["diagonal_quality"] == pytest.approx((2 / 3) ** 0.5)
+    assert found["slower_t"] == [2]  # 3 s against data tiling's 2 at T = 2; T = 1: 0.5 of 1
+    assert found["worst"] == pytest.approx(1.5)
+    assert found["shapes"] == 4
