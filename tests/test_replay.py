@@ -21,13 +21,33 @@ from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
-from dcmlir.space import DataTiledCandidate, DefaultCandidate, space_for
+from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import ReplayError, ReplayMeasurer, ReplayTable
 from dcmlir.workload import Workload, workloads, write_ranges
 
 TARGET = CpuTarget()
 SHAPES = [(1,), (2,), (3,), (4,)]
+
+
+def timed(
+    db: RecordDatabase,
+    workload: Workload,
+    candidate: Candidate,
+    dims: dict[int, int],
+    seconds: float,
+) -> None:
+    """Append one measurement of ``candidate`` at ``dims``: two samples of ``seconds``."""
+    db.append(
+        Record.measurement(
+            workload=workload,
+            target=TARGET,
+            candidate=candidate,
+            route="config",
+            dims=dims,
+            times=[seconds, seconds],
+        )
+    )
 
 
 def oracle_file(tmp_path: Path) -> tuple[Workload, list, Path]:
@@ -51,17 +71,7 @@ def oracle_file(tmp_path: Path) -> tuple[Workload, list, Path]:
                     )
                 )
                 continue
-            seconds = 1e-3 * (column + 1) * t
-            db.append(
-                Record.measurement(
-                    workload=workload,
-                    target=TARGET,
-                    candidate=candidate,
-                    route="config",
-                    dims={0: t},
-                    times=[seconds, seconds],
-                )
-            )
+            timed(db, workload, candidate, {0: t}, 1e-3 * (column + 1) * t)
     return workload, candidates, db.path
 
 
@@ -262,16 +272,7 @@ def test_the_grid_replay_scores_the_whole_grid_and_checks_the_diagonal(tmp_path:
     db = RecordDatabase(tmp_path / "grid.jsonl", fsync=False)
     for candidate in candidates:
         for shape, seconds in zip(grid, times[candidate.key()], strict=True):
-            db.append(
-                Record.measurement(
-                    workload=workload,
-                    target=TARGET,
-                    candidate=candidate,
-                    route="config",
-                    dims={1: shape[0], 2: shape[1]},
-                    times=[seconds, seconds],
-                )
-            )
+            timed(db, workload, candidate, {1: shape[0], 2: shape[1]}, seconds)
     table = ReplayTable.from_records(list(RecordDatabase(db.path).load()), workload.key)
     problem = Problem("grid", workload, table, TARGET, candidates)
     kernel = candidates[2].key()
