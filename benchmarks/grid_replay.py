@@ -118,7 +118,8 @@ def main() -> int:
             except ReplayError as err:
                 if args.workloads:
                     parser.error(str(err))
-                continue  # not in these records
+                print(f"grid_replay: {name} skipped: {err}", file=sys.stderr)
+                continue  # not in these records, or not every pair of it
             for budget in budgets:
                 for seed in seeds:
                     row = replay(problem, budget, seed)
