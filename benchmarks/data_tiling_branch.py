@@ -2,13 +2,15 @@
 its flags? (issue 14, docs/benchmarks.md, "The AVX2 Zen 3")
 
 A workload's module with an argument weight (attention) and the plan ``never_slower.py``
-tuned for it are compiled three ways, then timed at a few T (every dynamic extent T),
+tuned for it are compiled four ways, then timed at a few T (every dynamic extent T),
 interleaved call by call (each timed call after an untimed one of the same build), every
 output checked against the float64 reference the tuner checks with:
 
 - ``branch``: ``dcmlir.compile`` as it is (the encodings' flags);
 - ``branch+ukernels``: the same with IREE's mmt4d ukernels on;
 - ``branch, data-tiling flags``: the same module with ``--iree-opt-data-tiling`` instead;
+- ``branch alone``: the plan cut down to its data-tiling kernel over the whole tuned
+  range (one ``scf.if``, the range check, instead of the cascade), compiled as it is;
 - ``iree-data-tiling``: the source alone with IREE's data tiling, as a user would.
 
 Only T where the plan runs ``datatiled`` tell anything; ``never_slower.py``'s per-workload
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +41,7 @@ from dcmlir.driver import compiling
 from dcmlir.driver.loading import load_model
 from dcmlir.ir.iree import load_function
 from dcmlir.measure.timing import random_inputs, relative_error
+from dcmlir.space import DataTiledCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload
 
@@ -44,7 +49,7 @@ UKERNELS = ("--iree-llvmcpu-enable-ukernels=mmt4d",)
 
 
 def builds(source: Path, plan: Path) -> dict[str, bytes]:
-    """The four builds, by name."""
+    """The five builds, by name."""
     kernel_flags = compiling._kernel_flags
 
     def with_ukernels(*args: object) -> tuple[str, ...]:
@@ -57,8 +62,26 @@ def builds(source: Path, plan: Path) -> dict[str, bytes]:
         found["branch, data-tiling flags"] = dcmlir.compile(
             source, plan=plan, stream=io.StringIO()
         ).vmfb
+    with tempfile.TemporaryDirectory() as scratch:
+        alone = alone_plan(plan, Path(scratch) / "alone.plan.json")
+        found["branch alone"] = dcmlir.compile(source, plan=alone, stream=io.StringIO()).vmfb
     found["iree-data-tiling"] = build(source.read_text(), CpuTarget(), DATA_TILING_FLAGS).vmfb
     return found
+
+
+def alone_plan(plan: Path, out: Path) -> Path:
+    """``plan`` with its data-tiling kernel alone, over every tuned shape: the branch without
+    the cascade around it (written to ``out``)."""
+    found = json.loads(plan.read_text())
+    for workload in found["workloads"]:
+        tiled = [k for k in workload["kernels"] if k["candidate_key"] == DataTiledCandidate().key()]
+        if not tiled:
+            raise SystemExit(f"{plan}: workload {workload['key']} runs no data-tiling kernel")
+        workload["kernels"] = [dict(tiled[0], index=0)]
+        workload["tree"] = {"loops": workload["tree"]["loops"], "root": {"kernel": 0}}
+        workload["exact"], workload["shapes"] = [], []
+    out.write_text(json.dumps(found))
+    return out
 
 
 def time_at(

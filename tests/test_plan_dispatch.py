@@ -705,3 +705,23 @@ def test_dispatched_dense_module_matches_numpy_for_every_m(tmp_path: Path) -> No
         if m:
             error = np.abs(y - want).max() / np.abs(want).max()
             assert error <= 1e-4, (m, error)
+
+
+def test_a_plan_cut_down_to_its_data_tiling_branch_runs_it_everywhere(tmp_path: Path) -> None:
+    """benchmarks/data_tiling_branch.py's ``branch alone``: a committed attention-context plan
+    with its data-tiling kernel alone, over the whole tuned range, no exact shape; the
+    result still loads as a plan."""
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "benchmarks"))
+    from data_tiling_branch import alone_plan
+
+    source = root / "docs" / "results" / "bench" / "local-task" / "plans" / "attention_context.json"
+    loaded = Plan.load(alone_plan(source, tmp_path / "alone.json"))
+    (workload,) = loaded.workloads
+    assert [k.candidate_key for k in workload.kernels] == ["datatiled"]
+    assert workload.tree.kernels() == [0]
+    assert not workload.exact
+    for t in (1, 17, 61, 128):
+        assert workload.select({d.loop: t for d in workload.dims}).candidate_key == "datatiled"
