@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -36,10 +34,6 @@ BUDGETS = (60, 240)
 SEEDS = (0, 1, 2)
 
 
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
-
-
 def replay(problem: Problem, budget: int, seed: int) -> dict:
     """One search on the grid: its qualities and the diagonal's never-slower check."""
     result, measured = search(problem, budget, seed)
@@ -51,19 +45,11 @@ def scores(problem: Problem, ran: Mapping[Shape, str]) -> dict:
     """What ``ran`` (the kernel dispatched at each shape) scores on the oracle: the quality
     over every shape and over the diagonal, and the diagonal's T whose recorded time is
     above :data:`~quality.SLOWER`'s 1.03x the faster IREE build there, with the worst ratio."""
-    table = problem.table
-    builds = [k for k in ("default", "datatiled") if k in table.candidate_keys]
-
-    def best_over_ran(shape: Shape) -> float:
-        return table.best(shape)[1] / table.seconds(ran[shape], shape)
-
     diagonal = [s for s in problem.shapes if len(set(s)) == 1]
-    against = {
-        s[0]: table.seconds(ran[s], s) / min(table.seconds(k, s) for k in builds) for s in diagonal
-    }
+    against = problem.against_iree(ran, diagonal)
     return {
-        "quality": _geomean([best_over_ran(s) for s in problem.shapes]),
-        "diagonal_quality": _geomean([best_over_ran(s) for s in diagonal]),
+        "quality": problem.quality(ran),
+        "diagonal_quality": problem.quality(ran, diagonal),
         "slower_t": sorted(t for t, r in against.items() if r > SLOWER[0]),
         "worst": max(against.values()),
         "shapes": len(problem.shapes),

@@ -104,21 +104,28 @@ class Problem:
     def shapes(self) -> list[Shape]:
         return self.table.shapes
 
-    def quality(self, dispatch: Mapping[Shape, str]) -> float:
-        """Geomean over the oracle's shapes of best / dispatched (0 if one never ran)."""
-        ratios = [self.table.best(s)[1] / self.table.seconds(dispatch[s], s) for s in self.shapes]
+    def quality(
+        self, dispatch: Mapping[Shape, str], shapes: Sequence[Shape] | None = None
+    ) -> float:
+        """Geomean over ``shapes`` (the oracle's, by default) of best / dispatched (0 if one
+        never ran)."""
+        shapes = self.shapes if shapes is None else shapes
+        ratios = [self.table.best(s)[1] / self.table.seconds(dispatch[s], s) for s in shapes]
         if any(r == 0 for r in ratios):
             return 0.0
         return math.exp(statistics.fmean(math.log(r) for r in ratios))
 
-    def against_iree(self, dispatch: Mapping[Shape, str]) -> dict[int, float]:
-        """T -> the dispatched kernel's recorded time over the faster of IREE's default and
-        data tiling there (issue 14's never-slower check, replayed: above 1, slower)."""
+    def against_iree(
+        self, dispatch: Mapping[Shape, str], shapes: Sequence[Shape] | None = None
+    ) -> dict[int, float]:
+        """T (a shape's first extent) -> the dispatched kernel's recorded time over the faster
+        of IREE's default and data tiling there, at ``shapes`` (the oracle's, by default):
+        issue 14's never-slower check, replayed (above 1, slower)."""
         builds = [k for k in ("default", "datatiled") if k in self.table.candidate_keys]
         return {
             _t(s): self.table.seconds(dispatch[s], s)
             / min(self.table.seconds(k, s) for k in builds)
-            for s in self.shapes
+            for s in (self.shapes if shapes is None else shapes)
         }
 
 

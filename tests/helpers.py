@@ -60,10 +60,15 @@ func.func @transposed(%x: tensor<?x768xf32>, %w: tensor<3072x768xf32>, %init: te
 
 def dense_with_range(lo: int, hi: int) -> Workload:
     """The :data:`DENSE` matmul as a workload whose dynamic M ranges over ``lo..hi``."""
+    return with_ranges(DENSE, {0: (lo, hi)})
+
+
+def with_ranges(text: str, ranges: dict[int, tuple[int, int]]) -> Workload:
+    """The one op of ``text`` as a workload, its dynamic loops' ranges ``ranges``."""
     with ir.Context():
-        module = parse_module(DENSE)
+        module = parse_module(text)
         ((op, _),) = list(workloads(module.operation))
-        write_ranges(op, {0: (lo, hi)})
+        write_ranges(op, ranges)
         ((_, found),) = list(workloads(module.operation))
     assert isinstance(found, Workload)
     return found

@@ -15,16 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import SCORES, dense_with_range
+from helpers import SCORES, dense_with_range, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
-from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import ReplayError, ReplayMeasurer, ReplayTable
-from dcmlir.workload import Workload, workloads, write_ranges
+from dcmlir.workload import Workload
 
 TARGET = CpuTarget()
 SHAPES = [(1,), (2,), (3,), (4,)]
@@ -257,11 +256,7 @@ def test_the_grid_replay_scores_the_whole_grid_and_checks_the_diagonal(tmp_path:
     from grid_replay import scores
     from quality import Problem
 
-    with ir.Context():
-        module = parse_module(SCORES)
-        ((op, _),) = list(workloads(module.operation))
-        write_ranges(op, {1: (1, 2), 2: (1, 2)})
-        ((_, workload),) = list(workloads(module.operation))
+    workload = with_ranges(SCORES, {1: (1, 2), 2: (1, 2)})
     candidates = [DefaultCandidate(), DataTiledCandidate(), space_for(TARGET)[1]]
     times = {  # seconds by candidate at (1,1), (1,2), (2,1), (2,2)
         "default": [1.0, 1.0, 1.0, 4.0],
