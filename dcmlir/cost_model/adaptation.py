@@ -23,6 +23,7 @@ from dcmlir.cost_model.terms import (
     _space,
     _Tiling,
     _tiling,
+    _tiling_parts,
     outputs,
 )
 from dcmlir.records import Record
@@ -69,6 +70,7 @@ class AdaptationModel(ABC):
         self.curve = T4_PRIOR
         self.default_tile = default_tile_prior(target)
         self.default_reduction_tile = 0  # the default's effective tile on a dynamic K
+        self.default_slowdown = 1.0  # its partial distribution tiles' cost (terms._Tiling)
         self.floor_seconds = 0.0  # every call's fixed cost (dcmlir.cost_model.call_floor)
         self.output_seconds = 0.0  # and per element of its result (fit_fixed_costs)
         self.ignored = 0  # records of another workload, target or route
@@ -76,7 +78,7 @@ class AdaptationModel(ABC):
         self._failed_shapes: set[tuple[str, Shape]] = set()
         self._seen: set[tuple[Any, ...]] = set()
         self._accepted: list[Record] = []  # what a saved model replays
-        self._tilings: dict[tuple[str, tuple[int, int]], _Tiling] = {}
+        self._tilings: dict[tuple[str, tuple[int, int, float]], _Tiling] = {}
 
     # -- records ----------------------------------------------------------------------------
     def _accepts(self, record: Record) -> bool:
@@ -129,8 +131,9 @@ class AdaptationModel(ABC):
 
     # -- the adaptation ---------------------------------------------------------------------
     def _tiling_of(self, candidate: Candidate) -> _Tiling:
-        reduction = self.default_reduction_tile if isinstance(candidate, DefaultCandidate) else 0
-        tiles = (self.default_tile, reduction)
+        default = isinstance(candidate, DefaultCandidate)
+        reduction = self.default_reduction_tile if default else 0
+        tiles = (self.default_tile, reduction, self.default_slowdown if default else 1.0)
         cache_key = (candidate.key(), tiles)
         found = self._tilings.get(cache_key)
         if found is None:
@@ -139,7 +142,7 @@ class AdaptationModel(ABC):
         return found
 
     def _adaptation_in(self, tiling: _Tiling, space: Sequence[int]) -> float:
-        real, computed = _pad_parts(space, tiling.pad)
+        real, computed = _tiling_parts(space, tiling)
         padding = real / computed if computed else 1.0
         if tiling.workgroup is None:
             return padding
@@ -150,6 +153,18 @@ class AdaptationModel(ABC):
     def adaptation(self, candidate: Candidate, shape: Sequence[int]) -> float:
         """``pad * occ`` of one candidate on one shape, with this model's curve and tile."""
         return self._adaptation_in(self._tiling_of(candidate), _space(self.workload, shape))
+
+    def partial_cost(self, candidate: Candidate, shape: Sequence[int]) -> float:
+        """What IREE's default's partial distribution tiles add to its work at ``shape``
+        (its computed elements with :attr:`default_slowdown` over those without, >= 1); 1 for
+        any other candidate, and where the model has no slowdown."""
+        tiling = self._tiling_of(candidate)
+        if tiling.partial is None:
+            return 1.0
+        space = _space(self.workload, shape)
+        _, plain = _pad_parts(space, tiling.pad)
+        _, slowed = _tiling_parts(space, tiling)
+        return slowed / plain if plain else 1.0
 
     def cherry_pick(self, candidate: Candidate, shapes_in_range: Sequence[Sequence[int]]) -> Shape:
         """:func:`cherry_pick` with this model's ``P``, curve and default tile."""

@@ -107,21 +107,41 @@ class _Tiling:
 
     pad: tuple[int, ...]
     workgroup: tuple[int, ...] | None
+    partial: tuple[int, ...] | None = None  # IREE's default: its distribution tile per loop
+    slowdown: float = 1.0  # what an element of a partial distribution tile costs, relative
+
+
+DEFAULT_DISTRIBUTION = 64
+"""IREE 3.13's distribution tile for an f32 matmul on llvm-cpu, on M and N (read from its
+lowering config on AVX2 and AVX-512 hosts: ``distribution = [1, 64, 64, 0]``). A workgroup
+whose tile is cut by the loop's end runs IREE's masked path: on an AVX2 Zen 3 its
+elements cost 3.5-5x those of whole tiles (the default takes 102 us at 64 x 64 of attention
+scores and 330 at 63 x 63); on AVX-512, about the same (docs/cost_model.md)."""
 
 
 def _tiling(
-    workload: Workload, candidate: Candidate, default_tile: int, reduction_tile: int = 0
+    workload: Workload,
+    candidate: Candidate,
+    default_tile: int,
+    reduction_tile: int = 0,
+    slowdown: float = 1.0,
 ) -> _Tiling:
     tiles = pad_tiles(workload, candidate)
     if tiles is None:
         # An IREE build, learned as its own kernel: ``default_tile`` on the dynamic
         # parallel loops and ``reduction_tile`` on a dynamic K (static extents only
-        # scale its throughput), grid unknown.
+        # scale its throughput), grid unknown; IREE's default also ``slowdown`` on the
+        # elements of its partial distribution tiles.
         tiles = tuple(
             _build_tile(d.role, default_tile, reduction_tile) if d.dynamic else 0
             for d in workload.dims
         )
-        return _Tiling(tiles, None)
+        if slowdown == 1.0 or not isinstance(candidate, DefaultCandidate):
+            return _Tiling(tiles, None)
+        partial = tuple(
+            DEFAULT_DISTRIBUTION if d.dynamic and d.role in (M, N) else 0 for d in workload.dims
+        )
+        return _Tiling(tiles, None, partial, slowdown)
     return _Tiling(tiles, candidate.levels(workload).workgroup)
 
 
@@ -137,6 +157,20 @@ def _pad_parts(space: Sequence[int], tiles: Sequence[int]) -> tuple[int, int]:
         real *= extent
         computed *= extent if tile <= 0 else -(-extent // tile) * tile
     return real, computed
+
+
+def _tiling_parts(space: Sequence[int], tiling: _Tiling) -> tuple[int, float]:
+    """(real elements, computed elements) of one candidate's tiling: :func:`_pad_parts`,
+    with the elements of IREE's default's partial distribution tiles weighed by its
+    slowdown."""
+    real, computed = _pad_parts(space, tiling.pad)
+    if tiling.partial is None or tiling.slowdown == 1.0:
+        return real, computed
+    whole = 1  # the computed elements inside whole distribution tiles
+    for extent, tile, step in zip(space, tiling.pad, tiling.partial, strict=True):
+        padded = extent if tile <= 0 else -(-extent // tile) * tile
+        whole *= padded if step <= 0 else (extent // step) * step
+    return real, whole + tiling.slowdown * (computed - whole)
 
 
 def outputs(workload: Workload, space: Sequence[int]) -> int:

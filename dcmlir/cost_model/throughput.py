@@ -38,9 +38,9 @@ from dcmlir.cost_model.terms import (
     T4_PRIOR,
     _flops,
     _grid,
-    _pad_parts,
     _space,
     _tiling,
+    _tiling_parts,
     outputs,
 )
 from dcmlir.records import Record
@@ -67,6 +67,23 @@ PRIOR_FLOPS = 1e10
 """f_MK of every candidate before any measurement: ranks by ``pad * occ`` alone."""
 DEFAULT_TILE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Effective tiles the model may learn for IREE's default on its dynamic parallel loops."""
+DEFAULT_SLOWDOWNS = (1.0, 3.0, 4.0, 6.0)
+"""What an element of the default's partial distribution tiles may cost, relative to one of
+a whole tile (:data:`~dcmlir.cost_model.terms.DEFAULT_DISTRIBUTION`): none, or the 3.5-5x
+of an AVX2 Zen 3. Not 2: on the AVX-512 EPYC's records (its 31 T) a slowdown of 2 fitted
+the noise of 2 of 12 workloads better than none (0.71 and 0.99 of its spread); 3 and
+more fit none of them."""
+SLOWDOWN_SHAPES = 4
+"""The default's shapes a slowdown other than 1 needs: with the range's two ends alone any
+slowdown fits them, and it took the place of what makes small shapes slow."""
+SLOWDOWN_GAIN = 0.75
+"""A slowdown other than 1 is fitted where the spread of the default's ``log f`` with it is
+at most this much of what the best tiles without one leave. On the EPYC's records (31 T)
+the best slowdown of 3 or more leaves 1.3x to 48x more than none; on the Zen 3's grid
+oracle 0.39-0.64 of it, and 0.54 in a budget-60 tune there (the spread is mostly the
+records' noise and the small shapes, the same with or without it). Free, the fit moved the
+EPYC's replay at budget 60 on 11 of 15 workloads by up to 0.05 of the oracle either way,
+with slowdowns taken early in a search from a few shapes."""
 FIXED_BOUND = 0.5
 """A kernel whose every measurement is at least this much fixed cost (floor and result,
 :func:`~dcmlir.cost_model.call_floor.fit_fixed_costs`) takes the regressor's f: on
@@ -116,6 +133,16 @@ class TrivialCostModel(AdaptationModel):
 
 # scikit-learn is imported on the first fit only: importing it costs every dcmlir command
 # (most never fit a model) over a second of start-up.
+
+
+def _shows_slowdown(spreads: Mapping[tuple[int, int, float], float], shapes: int) -> bool:
+    """Whether the default's records show its partial tiles' slowdown: enough shapes, and
+    the spread with it at most :data:`SLOWDOWN_GAIN` of the best without it."""
+    if shapes < SLOWDOWN_SHAPES:
+        return False
+    plain = min(spread for tiles, spread in spreads.items() if tiles[2] == 1.0)
+    slowed = min(spread for tiles, spread in spreads.items() if tiles[2] != 1.0)
+    return slowed <= SLOWDOWN_GAIN * plain
 
 
 def _make_regressor(seed: int, params: Mapping[str, Any] | None = None) -> Any:
@@ -207,7 +234,7 @@ class CostModel(AdaptationModel):
 
     def _refit(self) -> None:
         self.default_tile, self.curve = default_tile_prior(self.target), T4_PRIOR
-        self.default_reduction_tile = 0
+        self.default_reduction_tile, self.default_slowdown = 0, 1.0
         self._calibrate_floor()
         self._calibrate_default_tile()
         self._calibrate_curve()
@@ -276,7 +303,7 @@ class CostModel(AdaptationModel):
         shapes; ties (no shape tells them apart) keep the prior. The default has no grid,
         so the curve plays no part.
         """
-        prior = (default_tile_prior(self.target), 0)
+        prior = (default_tile_prior(self.target), 0, 1.0)
         self.default_tile_fitted = False
         default = DefaultCandidate()
         observations = [o for o in self._observations.get(default.key(), []) if o.usable]
@@ -285,17 +312,19 @@ class CostModel(AdaptationModel):
         dynamic = {d.role for d in self.workload.dims if d.dynamic}
         reduction = (0, *DEFAULT_TILE_CHOICES[1:]) if K in dynamic else (0,)
         spreads = {}
-        for tiles in itertools.product(DEFAULT_TILE_CHOICES, reduction):
-            pads = _tiling(self.workload, default, *tiles).pad
+        for tiles in itertools.product(DEFAULT_TILE_CHOICES, reduction, DEFAULT_SLOWDOWNS):
+            tiling = _tiling(self.workload, default, *tiles)
             logs = []
             for obs in observations:
-                real, computed = _pad_parts(obs.space, pads)
+                real, computed = _tiling_parts(obs.space, tiling)
                 logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
             spreads[tiles] = float(np.var(logs))
+        if not _shows_slowdown(spreads, len({obs.shape for obs in observations})):
+            spreads = {tiles: spread for tiles, spread in spreads.items() if tiles[2] == 1.0}
         lowest = min(spreads.values())
         tied = [tiles for tiles, spread in spreads.items() if spread <= lowest + 1e-12]
         if prior not in tied:
-            self.default_tile, self.default_reduction_tile = tied[0]
+            self.default_tile, self.default_reduction_tile, self.default_slowdown = tied[0]
             self.default_tile_fitted = True
 
     def _calibrate_curve(self) -> None:
@@ -335,7 +364,7 @@ class CostModel(AdaptationModel):
                 continue  # the default has no grid: the curve does not apply to it
             group = len(set(groups))
             for obs in usable:
-                real, computed = _pad_parts(obs.space, tiling.pad)
+                real, computed = _tiling_parts(obs.space, tiling)
                 logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
                 grids.append(_grid(self.workload, obs.space, tiling.workgroup))
                 groups.append(group)
@@ -434,6 +463,7 @@ class CostModel(AdaptationModel):
                 "curve_calibrated": list(self.curve_calibrated),
                 "default_tile": self.default_tile,
                 "default_reduction_tile": self.default_reduction_tile,
+                "default_slowdown": self.default_slowdown,
                 "floor_seconds": self.floor_seconds,
                 "output_seconds": self.output_seconds,
                 "feature_names": list(self._feature_names),

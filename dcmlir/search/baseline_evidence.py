@@ -105,6 +105,7 @@ def beaten_rows(
     margin: float,
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
+    waste: np.ndarray | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them show it
     slower than the default by more than ``margin``. Closest: in the row's own remainder
@@ -112,9 +113,14 @@ def beaten_rows(
     row does not run; docs/design.md section 7 step 6), then by ``distance[pair row, row]``
     (equal to 1e-9; a pair at the row itself decides). Pairs of one ``regime`` are one
     comparison: where some were timed side by side (``again`` too), each shows their
-    geomean ratio."""
+    geomean ratio. ``waste`` [row]: how much slower than smooth the cost model has the
+    default there (:func:`dcmlir.search.floor_builds.default_waste`); a pair's ratio is
+    carried to a row net of it, so a pair where the default runs whole tiles does not
+    speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at 64 x 64 of
+    attention scores, 330 at 63 x 63)."""
     found: dict[int, list[int]] = {}
     line = math.log1p(margin)
+    steps = np.zeros(joint.shape[0]) if waste is None else np.log(waste)
     for column, region in regions.items():
         pairs = [
             (row, math.log(kernel / baseline))
@@ -135,7 +141,7 @@ def beaten_rows(
         for row in region:
             covering = [
                 ((masks[r] != masks[row], round(float(distance[r, row]), 9)), value)
-                for r, value in pairs
+                for r, value in _carried(pairs, steps, row)
                 if cover[r, row]
             ]
             if not covering:
@@ -146,6 +152,14 @@ def beaten_rows(
         if beaten:
             found[column] = beaten
     return found
+
+
+def _carried(
+    pairs: list[tuple[int, float]], steps: np.ndarray, row: int
+) -> list[tuple[int, float]]:
+    """(pair row, log ratio of kernel over build) carried to ``row``: the build's log waste
+    (``steps``) at the pair added back, at the row taken out."""
+    return [(r, value + float(steps[r] - steps[row])) for r, value in pairs]
 
 
 def _pooled(
@@ -182,6 +196,7 @@ def against_builds(
     margin: float,
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
+    waste: Mapping[int, np.ndarray] | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
@@ -195,7 +210,8 @@ def against_builds(
     unproven at 113 of 128 T (36 measurements cannot pair every remainder class with the
     default) and its plan ran IREE's default, 2-4x slower than data tiling: a packed
     family serves every M or none. IREE's data tiling is the other build; a pair beside
-    it covers rows too (docs/design.md section 12)."""
+    it covers rows too (docs/design.md section 12). ``waste``: a build's column -> its
+    waste per row (:func:`beaten_rows`), for the builds the cost model has one for."""
     unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
     columns = {build for build, _ in builds}
@@ -208,7 +224,10 @@ def against_builds(
             own = {column: region}
             found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
             unpaired[column] &= set(found)
-            lost = beaten_rows(joint, near, distance, own, seconds, build, line, regime, again)
+            steps = (waste or {}).get(build)
+            lost = beaten_rows(
+                joint, near, distance, own, seconds, build, line, regime, again, steps
+            )
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dcmlir.cost_model.terms import DEFAULT_DISTRIBUTION
 from dcmlir.records import Record
 from dcmlir.search.remainders import log_distance
 from dcmlir.shapes import Shape
@@ -45,6 +46,7 @@ __all__ = [
     "FLOOR_SHARE",
     "NEIGHBOURHOOD",
     "OUTVOTED",
+    "PARTIAL_TRUST",
     "RATIO_POWER",
     "RESOLUTION",
     "SAME",
@@ -95,6 +97,10 @@ tiling 0.85-0.91x the default at 33 x 33, 57 x 7 and 12 x 101) put data tiling 1
 slower at T = 62..64, where it was 0.76x (never_slower.py, budget 60). Between the two
 estimates, the geometric mean picks the build whose worse case is the smaller."""
 
+PARTIAL_TRUST = 1.0
+"""The power the part of the default's waste its partial distribution tiles make (the cost
+model's fitted slowdown, ``partial`` in :meth:`FloorBuilds.estimate`) is taken to."""
+
 STEADY_QUANTILE = 25
 """The percentile of a call-by-call record's samples that a pair's ratio is taken from.
 Preemption and clock changes only slow a call down, and in runs of them a median moves:
@@ -131,9 +137,23 @@ class FloorBuilds:
         self.asked = set(self.ends())  # the rows of the floor's own pairs, asked for
 
     def ends(self) -> list[int]:
-        """The rows of the range's smallest and largest shapes."""
+        """The rows of the range's smallest and largest shapes, and of the largest whose every
+        dynamic extent cuts IREE's default's distribution tile (:data:`DEFAULT_DISTRIBUTION`)
+        where that is another shape.
+
+        The third is the default at its slowest against its whole tiles: on an AVX2 Zen 3 it
+        takes 368 us at 128 x 128 of attention scores and 1234 at 127 x 127. With the two
+        ends alone, the pair at 128 x 128 (data tiling 1.6x slower) spoke for T = 97..127,
+        where data tiling is 1.1-1.4x faster, and the cost model had no shape to learn the
+        default's partial tiles from (never_slower.py, budget 60)."""
         size = self.logs.sum(axis=1)
-        return [int(np.argmin(size)), int(np.argmax(size))]
+        found = [int(np.argmin(size)), int(np.argmax(size))]
+        extents = np.asarray(self.shapes, dtype=np.int64).reshape(len(self.shapes), -1)
+        partial = np.flatnonzero((extents % DEFAULT_DISTRIBUTION != 0).all(axis=1))
+        if len(partial):
+            row = int(partial[np.argmax(size[partial])])
+            found += [row] if row not in found else []
+        return found
 
     def ratios(self, seconds: Seconds) -> dict[int, float]:
         """Each pair's row -> data tiling's time over the default's."""
@@ -166,7 +186,11 @@ class FloorBuilds:
         return {self.tiled: rows.tolist()} if len(rows) else {}
 
     def estimate(
-        self, estimate: np.ndarray, seconds: Seconds, waste: np.ndarray | None = None
+        self,
+        estimate: np.ndarray,
+        seconds: Seconds,
+        waste: np.ndarray | None = None,
+        partial: np.ndarray | None = None,
     ) -> None:
         """Data tiling's column of ``estimate`` [shape, candidate], in place, where it was
         not measured: the default's estimate times the pairs' ratio, interpolated by
@@ -193,7 +217,9 @@ class FloorBuilds:
         pairs = sorted(ratios)
         distance = np.linalg.norm(self.logs[:, None, :] - self.logs[None, pairs, :], axis=2)
         weights = 1.0 / (distance + 1e-3) ** RATIO_POWER
-        waste = np.ones(len(self.shapes)) if waste is None else waste**WASTE_TRUST
+        waste = np.ones(len(self.shapes)) if waste is None else waste
+        partial = np.ones(len(self.shapes)) if partial is None else partial
+        waste = (waste / partial) ** WASTE_TRUST * partial**PARTIAL_TRUST
         logs = np.log([ratios[row] * waste[row] for row in pairs])
         ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1)) / waste
         ratio = np.where(ratio > 1 / (1 + SAME), np.maximum(ratio, 1 + SAME), ratio)
@@ -253,18 +279,26 @@ class FloorBuilds:
 
 
 def default_waste(
-    model: object, default: Candidate, shapes: Sequence[Shape], predicted: np.ndarray
+    model: object,
+    default: Candidate,
+    shapes: Sequence[Shape],
+    predicted: np.ndarray,
+    *,
+    partial_only: bool = False,
 ) -> np.ndarray | None:
     """[row] the default's predicted time over that time without its padding (>= 1): its
     steps, as the cost model's effective tiles put them (its fixed costs, the call floor
-    and the result's own, are not padded). None for a model that does not say (no
-    ``adaptation``)."""
-    adaptation = getattr(model, "adaptation", None)
+    and the result's own, are not padded). ``partial_only``: without the cost of its
+    partial distribution tiles only (the model's ``partial_cost``), its padding kept.
+    None for a model that does not say (no ``adaptation``)."""
+    adaptation = getattr(model, "partial_cost" if partial_only else "adaptation", None)
     if adaptation is None:
         return None
     fixed = getattr(model, "fixed_seconds", None)
     floor = fixed(shapes) if fixed is not None else 0.0
     pads = np.array([adaptation(default, shape) for shape in shapes], dtype=float)
+    if partial_only:
+        pads = 1.0 / pads
     busy = np.maximum(predicted - floor, 0.0)
     smooth = floor + busy * pads
     usable = np.isfinite(predicted) & (smooth > 0) & (predicted > 0)

@@ -58,7 +58,13 @@ from dcmlir.search.exact_builds import (
 )
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
-from dcmlir.search.floor_builds import FLOOR_SHARE, FloorBuilds, default_waste, steady
+from dcmlir.search.floor_builds import (
+    FLOOR_SHARE,
+    PARTIAL_TRUST,
+    FloorBuilds,
+    default_waste,
+    steady,
+)
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
@@ -157,6 +163,7 @@ class ShapeGenericSearch:
         self.tiling_is_floor = bool(tiled) and packing_problem(workload) is None
         self.iree_builds = [c for c in (self.default, self.data_tiled) if c is not None]
         self.floor = None
+        self._waste: tuple[int, np.ndarray] | None = None
         if self.default is not None and self.data_tiled is not None and not self.tiling_is_floor:
             self.floor = FloorBuilds(self.shapes, self.default, self.data_tiled)
         self.book = MeasuredPairs(measurer, self.keys, self.shape_index)
@@ -229,7 +236,10 @@ class ShapeGenericSearch:
         if self.floor is not None:
             default = self.candidates[self.default]
             waste = default_waste(self.model, default, self.shapes, predicted[:, self.default])
-            self.floor.estimate(estimate, self._floor_seconds, waste)
+            tiles = default_waste(
+                self.model, default, self.shapes, predicted[:, self.default], partial_only=True
+            )
+            self.floor.estimate(estimate, self._floor_seconds, waste, tiles)
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -317,7 +327,22 @@ class ShapeGenericSearch:
         regions = self._needing_pairs(regions)
         regime, again = self.rows.regimes(self.shapes, self.book.pairs()), self.book.again_logs
         args = (near, distance, regions, rows, self._seconds, margin, regime, again)
-        return against_builds(builds, *args)
+        return against_builds(builds, *args, {self.default: self._default_waste()})
+
+    def _default_waste(self) -> np.ndarray:
+        """[row] what IREE's default's partial distribution tiles add to its time
+        (:func:`.floor_builds.default_waste`) to the power :data:`.floor_builds.PARTIAL_TRUST`,
+        as the model has it now (cached per measurement); 1 without a model."""
+        if self._waste is not None and self._waste[0] == len(self.measured):
+            return self._waste[1]
+        default, predict = self.candidates[self.default], getattr(self.model, "predict", None)
+        found = None
+        if predict is not None:
+            predicted = np.asarray(predict([default], self.shapes), dtype=float)[:, 0]
+            found = default_waste(self.model, default, self.shapes, predicted, partial_only=True)
+        waste = np.ones(len(self.shapes)) if found is None else found**PARTIAL_TRUST
+        self._waste = (len(self.measured), waste)
+        return waste
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
         """``regions`` less data tiling's where the weight is a constant: packed once, data
