@@ -397,6 +397,23 @@ def test_the_default_learns_its_own_tile():
     assert model.throughput(DefaultCandidate()) == pytest.approx(rates["default"], rel=1e-9)
 
 
+def _default_records(workload: Workload, shapes, seconds, loops=(1, 2)) -> list[Record]:
+    """IREE's default measured at each (a, b) of ``shapes``: ``loops`` are their loops."""
+    return [
+        Record.measurement(
+            workload=workload,
+            target=TARGET,
+            candidate=DefaultCandidate(),
+            route="config",
+            dims=dict(zip(loops, shape, strict=True)),
+            times=[seconds(*shape)],
+            iree_version=IREE,
+            timestamp=f"2026-01-01T00:00:{i:02d}.000+00:00",
+        )
+        for i, shape in enumerate(shapes)
+    ]
+
+
 def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
     """Attention context (K = T dynamic): IREE's default pads M to 8 and K to 16, flat from
     9 x 9 to 16 x 16 (never_slower.py); the model learns both, so its prediction steps
@@ -408,21 +425,8 @@ def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
         computed = -(-m // 8) * 8 * -(-k // 16) * 16
         return 2 * 12 * 64 * computed / 1e10
 
-    records = [
-        Record.measurement(
-            workload=workload,
-            target=TARGET,
-            candidate=DefaultCandidate(),
-            route="config",
-            dims={1: m, 3: k},
-            times=[seconds(m, k)],
-            iree_version=IREE,
-            timestamp=f"2026-01-01T00:00:{i:02d}.000+00:00",
-        )
-        for i, (m, k) in enumerate(shapes)
-    ]
     model = CostModel(workload, TARGET, 1, call_floor=False)
-    model.update(records)
+    model.update(_default_records(workload, shapes, seconds, loops=(1, 3)))
     assert (model.default_tile, model.default_reduction_tile) == (8, 16)
     assert model.default_tile_fitted
     table = model.predict([DefaultCandidate()], [(8, 8), (9, 9), (16, 16), (17, 17)])[:, 0]
@@ -431,26 +435,10 @@ def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
     assert waste == pytest.approx([16 * 16 / 81, 1.0])
 
 
-def _default_records(workload: Workload, shapes, seconds) -> list[Record]:
-    return [
-        Record.measurement(
-            workload=workload,
-            target=TARGET,
-            candidate=DefaultCandidate(),
-            route="config",
-            dims={1: m, 2: n},
-            times=[seconds(m, n)],
-            iree_version=IREE,
-            timestamp=f"2026-01-01T00:00:{i:02d}.000+00:00",
-        )
-        for i, (m, n) in enumerate(shapes)
-    ]
-
-
 def test_the_default_learns_what_its_partial_distribution_tiles_cost():
     """Attention scores on an AVX2 Zen 3: IREE's default takes 102 us at 64 x 64 and 330 at
     63 x 63, its elements in partial 64 x 64 tiles 3.5-5x dearer than in whole ones
-    (masked vectors); on AVX-512 about the same. The model learns the slowdown from the
+    (masked vectors); on the AVX-512 EPYC no dearer. The model learns the slowdown from the
     default's own records, and none where its records show none."""
     workload = scores()
     shapes = [(1, 1), (8, 8), (40, 40), (63, 63), (64, 64), (100, 100), (127, 127), (128, 128)]

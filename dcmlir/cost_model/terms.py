@@ -113,10 +113,11 @@ class _Tiling:
 
 DEFAULT_DISTRIBUTION = 64
 """IREE 3.13's distribution tile for an f32 matmul on llvm-cpu, on M and N (read from its
-lowering config on AVX2 and AVX-512 hosts: ``distribution = [1, 64, 64, 0]``). A workgroup
-whose tile is cut by the loop's end runs IREE's masked path: on an AVX2 Zen 3 its
-elements cost 3.5-5x those of whole tiles (the default takes 102 us at 64 x 64 of attention
-scores and 330 at 63 x 63); on AVX-512, about the same (docs/cost_model.md)."""
+lowering config on an AVX2 and an AVX-512 host: ``distribution = [1, 64, 64, 0]`` for
+attention scores). A workgroup whose tile is cut by the loop's end runs masked vectors: on
+an AVX2 Zen 3 its elements cost 3.6-5.3x those of whole tiles (the default takes 102 us at
+64 x 64 of attention scores and 330 at 63 x 63); on the AVX-512 EPYC no more than whole
+ones (its records fit no slowdown; docs/cost_model.md)."""
 
 
 def _tiling(
