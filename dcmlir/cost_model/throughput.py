@@ -33,6 +33,7 @@ from dcmlir.cost_model.calibration import (
     fit_curve,
 )
 from dcmlir.cost_model.call_floor import busy_seconds, fit_fixed_costs
+from dcmlir.cost_model.default_slowdown import DEFAULT_SLOWDOWNS, shows_slowdown
 from dcmlir.cost_model.terms import (
     HARD_CURVE,
     T4_PRIOR,
@@ -67,23 +68,6 @@ PRIOR_FLOPS = 1e10
 """f_MK of every candidate before any measurement: ranks by ``pad * occ`` alone."""
 DEFAULT_TILE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Effective tiles the model may learn for IREE's default on its dynamic parallel loops."""
-DEFAULT_SLOWDOWNS = (1.0, 3.0, 4.0, 6.0)
-"""What an element of the default's partial distribution tiles may cost, relative to one of
-a whole tile (:data:`~dcmlir.cost_model.terms.DEFAULT_DISTRIBUTION`): none, or the 3.5-5x
-of an AVX2 Zen 3. Not 2: on the AVX-512 EPYC's records (its 31 T) a slowdown of 2 fitted
-the noise of 2 of 12 workloads better than none (0.71 and 0.99 of its spread); 3 and
-more fit none of them."""
-SLOWDOWN_SHAPES = 4
-"""The default's shapes a slowdown other than 1 needs: with the range's two ends alone any
-slowdown fits them, and it took the place of what makes small shapes slow."""
-SLOWDOWN_GAIN = 0.75
-"""A slowdown other than 1 is fitted where the spread of the default's ``log f`` with it is
-at most this much of what the best tiles without one leave. On the EPYC's records (31 T)
-the best slowdown of 3 or more leaves 1.3x to 48x more than none; on the Zen 3's grid
-oracle 0.39-0.64 of it, and 0.54 in a budget-60 tune there (the spread is mostly the
-records' noise and the small shapes, the same with or without it). Free, the fit moved the
-EPYC's replay at budget 60 on 11 of 15 workloads by up to 0.05 of the oracle either way,
-with slowdowns taken early in a search from a few shapes."""
 FIXED_BOUND = 0.5
 """A kernel whose every measurement is at least this much fixed cost (floor and result,
 :func:`~dcmlir.cost_model.call_floor.fit_fixed_costs`) takes the regressor's f: on
@@ -133,16 +117,6 @@ class TrivialCostModel(AdaptationModel):
 
 # scikit-learn is imported on the first fit only: importing it costs every dcmlir command
 # (most never fit a model) over a second of start-up.
-
-
-def _shows_slowdown(spreads: Mapping[tuple[int, int, float], float], shapes: int) -> bool:
-    """Whether the default's records show its partial tiles' slowdown: enough shapes, and
-    the spread with it at most :data:`SLOWDOWN_GAIN` of the best without it."""
-    if shapes < SLOWDOWN_SHAPES:
-        return False
-    plain = min(spread for tiles, spread in spreads.items() if tiles[2] == 1.0)
-    slowed = min(spread for tiles, spread in spreads.items() if tiles[2] != 1.0)
-    return slowed <= SLOWDOWN_GAIN * plain
 
 
 def _make_regressor(seed: int, params: Mapping[str, Any] | None = None) -> Any:
@@ -292,17 +266,12 @@ class CostModel(AdaptationModel):
         self.floor_seconds, self.output_seconds = fit_fixed_costs(groups)
 
     def _calibrate_default_tile(self) -> None:
-        """The default's effective tiles: the (parallel, reduction) pair that makes its f
-        most shape independent (:data:`DEFAULT_TILE_CHOICES` on the dynamic M and N loops,
-        and on a dynamic K none or one of them).
-
-        IREE's default on attention context (K = T dynamic) pads M to 8 and K to 16: it
-        takes 6.4-6.7 us at every T x T up to 8 x 8, 9.3-9.9 us from 9 x 9 to 16 x 16 and
-        22-23 us from 17 x 17 to 24 x 24. With M alone the model put its step at 16 and
-        none at 9 (benchmarks/never_slower.py, budget 60). Needs its measurements on 2+
-        shapes; ties (no shape tells them apart) keep the prior. The default has no grid,
-        so the curve plays no part.
-        """
+        """The default's effective tiles and slowdown: the (parallel, reduction, slowdown)
+        that makes its f most shape independent (:data:`DEFAULT_TILE_CHOICES` on dynamic M
+        and N, none or one on a dynamic K; the slowdown by :func:`shows_slowdown`'s rule).
+        IREE's default on attention context pads M to 8 and K to 16 (6.4-6.7 us up to 8 x 8,
+        9.3-9.9 from 9 x 9 to 16 x 16); with M alone the model put its step at 16 and none
+        at 9 (never_slower.py, budget 60). Needs 2+ shapes; ties keep the prior."""
         prior = (default_tile_prior(self.target), 0, 1.0)
         self.default_tile_fitted = False
         default = DefaultCandidate()
@@ -319,7 +288,7 @@ class CostModel(AdaptationModel):
                 real, computed = _tiling_parts(obs.space, tiling)
                 logs.append(math.log(obs.flops * computed / (self._busy(obs) * real)))
             spreads[tiles] = float(np.var(logs))
-        if not _shows_slowdown(spreads, len({obs.shape for obs in observations})):
+        if not shows_slowdown(spreads, len({obs.shape for obs in observations})):
             spreads = {tiles: spread for tiles, spread in spreads.items() if tiles[2] == 1.0}
         lowest = min(spreads.values())
         tied = [tiles for tiles, spread in spreads.items() if spread <= lowest + 1e-12]

@@ -54,6 +54,8 @@ __all__ = [
     "WASTE_TRUST",
     "FloorBuilds",
     "default_waste",
+    "floor_wastes",
+    "partial_waste",
     "side",
     "steady",
 ]
@@ -303,3 +305,24 @@ def default_waste(
     smooth = floor + busy * pads
     usable = np.isfinite(predicted) & (smooth > 0) & (predicted > 0)
     return np.where(usable, predicted / np.where(usable, smooth, 1.0), 1.0)
+
+
+def floor_wastes(
+    model: object, default: Candidate, shapes: Sequence[Shape], predicted: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(the default's waste, its partial tiles' part) for :meth:`FloorBuilds.estimate`."""
+    waste = default_waste(model, default, shapes, predicted)
+    return waste, default_waste(model, default, shapes, predicted, partial_only=True)
+
+
+def partial_waste(model: object, default: Candidate, shapes: Sequence[Shape]) -> np.ndarray:
+    """[row] what IREE's default's partial distribution tiles add to its time, as ``model``
+    predicts it, to the power :data:`PARTIAL_TRUST`: what a pair with the default is carried
+    across shapes net of (:func:`dcmlir.search.baseline_evidence.beaten_rows`); 1 without
+    a model that predicts."""
+    predict = getattr(model, "predict", None)
+    if predict is None:
+        return np.ones(len(shapes))
+    predicted = np.asarray(predict([default], shapes), dtype=float)[:, 0]
+    found = default_waste(model, default, shapes, predicted, partial_only=True)
+    return np.ones(len(shapes)) if found is None else found**PARTIAL_TRUST

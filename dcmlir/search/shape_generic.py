@@ -35,7 +35,6 @@ import math
 import sys
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from typing import IO, Protocol
 
@@ -60,12 +59,13 @@ from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import (
     FLOOR_SHARE,
-    PARTIAL_TRUST,
     FloorBuilds,
-    default_waste,
+    floor_wastes,
+    partial_waste,
     steady,
 )
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
+from dcmlir.search.outcome import SearchResult
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, kernel_families, measured_first, select_kernels
@@ -87,33 +87,6 @@ class CostModelLike(Protocol):
     def update(self, records: Sequence[Record]) -> None: ...
 
     def predict(self, candidates: Sequence[Candidate], shapes: Sequence[Shape]) -> np.ndarray: ...
-
-
-@dataclass
-class SearchResult:
-    workload: Workload
-    shapes: list[Shape]
-    candidates: list[Candidate]
-    kernels: list[Candidate]  # the chosen ones, at most max_kernels
-    choice: dict[Shape, int]  # shape -> index into kernels
-    estimate: np.ndarray  # [shape, candidate] seconds used for the selection
-    predicted: np.ndarray  # [shape, candidate] the final model's predictions
-    measured: dict[tuple[str, Shape], float]  # median seconds (inf: failed)
-    measurements: int  # pairs counted against the budget
-    measured_now: int  # pairs timed by this run (the rest came from the records)
-    rounds: int
-    seconds: float
-    history: list[dict[str, float]] = field(default_factory=list)
-    exact: dict[Shape, float] = field(default_factory=dict)  # shapes given their own build
-
-    def kernel_cost(self, shape: Shape, kernel: int) -> tuple[float, bool]:
-        """(seconds, measured?) of one chosen kernel on one shape."""
-        candidate = self.kernels[kernel]
-        key = (candidate.key(), shape)
-        if key in self.measured:
-            return self.measured[key], True
-        column = [c.key() for c in self.candidates].index(candidate.key())
-        return float(self.estimate[self.shapes.index(shape), column]), False
 
 
 class ShapeGenericSearch:
@@ -235,11 +208,8 @@ class ShapeGenericSearch:
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
             default = self.candidates[self.default]
-            waste = default_waste(self.model, default, self.shapes, predicted[:, self.default])
-            tiles = default_waste(
-                self.model, default, self.shapes, predicted[:, self.default], partial_only=True
-            )
-            self.floor.estimate(estimate, self._floor_seconds, waste, tiles)
+            wastes = floor_wastes(self.model, default, self.shapes, predicted[:, self.default])
+            self.floor.estimate(estimate, self._floor_seconds, *wastes)
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -330,19 +300,11 @@ class ShapeGenericSearch:
         return against_builds(builds, *args, {self.default: self._default_waste()})
 
     def _default_waste(self) -> np.ndarray:
-        """[row] what IREE's default's partial distribution tiles add to its time
-        (:func:`.floor_builds.default_waste`) to the power :data:`.floor_builds.PARTIAL_TRUST`,
-        as the model has it now (cached per measurement); 1 without a model."""
-        if self._waste is not None and self._waste[0] == len(self.measured):
-            return self._waste[1]
-        default, predict = self.candidates[self.default], getattr(self.model, "predict", None)
-        found = None
-        if predict is not None:
-            predicted = np.asarray(predict([default], self.shapes), dtype=float)[:, 0]
-            found = default_waste(self.model, default, self.shapes, predicted, partial_only=True)
-        waste = np.ones(len(self.shapes)) if found is None else found**PARTIAL_TRUST
-        self._waste = (len(self.measured), waste)
-        return waste
+        """:func:`.floor_builds.partial_waste` as the model has it now (cached per measurement)."""
+        if self._waste is None or self._waste[0] != len(self.measured):
+            default = self.candidates[self.default]
+            self._waste = (len(self.measured), partial_waste(self.model, default, self.shapes))
+        return self._waste[1]
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
         """``regions`` less data tiling's where the weight is a constant: packed once, data
