@@ -54,7 +54,6 @@ __all__ = [
     "WASTE_TRUST",
     "FloorBuilds",
     "default_waste",
-    "floor_wastes",
     "partial_waste",
     "side",
     "steady",
@@ -307,22 +306,20 @@ def default_waste(
     return np.where(usable, predicted / np.where(usable, smooth, 1.0), 1.0)
 
 
-def floor_wastes(
-    model: object, default: Candidate, shapes: Sequence[Shape], predicted: np.ndarray
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(the default's waste, its partial tiles' part) for :meth:`FloorBuilds.estimate`."""
-    waste = default_waste(model, default, shapes, predicted)
-    return waste, default_waste(model, default, shapes, predicted, partial_only=True)
-
-
-def partial_waste(model: object, default: Candidate, shapes: Sequence[Shape]) -> np.ndarray:
-    """[row] what IREE's default's partial distribution tiles add to its time, as ``model``
-    predicts it, to the power :data:`PARTIAL_TRUST`: what a pair with the default is carried
-    across shapes net of (:func:`dcmlir.search.baseline_evidence.beaten_rows`); 1 without
-    a model that predicts."""
-    predict = getattr(model, "predict", None)
-    if predict is None:
-        return np.ones(len(shapes))
-    predicted = np.asarray(predict([default], shapes), dtype=float)[:, 0]
+def partial_waste(
+    model: object,
+    default: Candidate,
+    shapes: Sequence[Shape],
+    predicted: np.ndarray | None = None,
+) -> np.ndarray:
+    """[row] what IREE's default's partial distribution tiles add to its time as ``model``
+    predicts it (``predicted``: the default's column of its prediction, where it is at hand;
+    :func:`default_waste`'s ``partial_only``), 1 without a model that says: the floor's
+    estimate and the pairs with the default are carried across shapes net of it."""
+    if predicted is None:
+        predict = getattr(model, "predict", None)
+        if predict is None:
+            return np.ones(len(shapes))
+        predicted = np.asarray(predict([default], shapes), dtype=float)[:, 0]
     found = default_waste(model, default, shapes, predicted, partial_only=True)
-    return np.ones(len(shapes)) if found is None else found**PARTIAL_TRUST
+    return np.ones(len(shapes)) if found is None else found

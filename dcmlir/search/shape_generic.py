@@ -59,8 +59,9 @@ from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import (
     FLOOR_SHARE,
+    PARTIAL_TRUST,
     FloorBuilds,
-    floor_wastes,
+    default_waste,
     partial_waste,
     steady,
 )
@@ -208,8 +209,9 @@ class ShapeGenericSearch:
             estimate[self.shape_index[shape], column] = seconds
         if self.floor is not None:
             default = self.candidates[self.default]
-            wastes = floor_wastes(self.model, default, self.shapes, predicted[:, self.default])
-            self.floor.estimate(estimate, self._floor_seconds, *wastes)
+            own = predicted[:, self.default]  # the default's predicted times
+            waste = default_waste(self.model, default, self.shapes, own)
+            self.floor.estimate(estimate, self._floor_seconds, waste, self._partial_waste(own))
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -297,13 +299,16 @@ class ShapeGenericSearch:
         regions = self._needing_pairs(regions)
         regime, again = self.rows.regimes(self.shapes, self.book.pairs()), self.book.again_logs
         args = (near, distance, regions, rows, self._seconds, margin, regime, again)
-        return against_builds(builds, *args, {self.default: self._default_waste()})
+        carried = {self.default: self._partial_waste() ** PARTIAL_TRUST}
+        return against_builds(builds, *args, carried)
 
-    def _default_waste(self) -> np.ndarray:
-        """:func:`.floor_builds.partial_waste` as the model has it now (cached per measurement)."""
+    def _partial_waste(self, predicted: np.ndarray | None = None) -> np.ndarray:
+        """:func:`.floor_builds.partial_waste` as the model has it now, once per measurement
+        (``predicted``: the default's column of the model's prediction, where it is at hand)."""
         if self._waste is None or self._waste[0] != len(self.measured):
             default = self.candidates[self.default]
-            self._waste = (len(self.measured), partial_waste(self.model, default, self.shapes))
+            found = partial_waste(self.model, default, self.shapes, predicted)
+            self._waste = (len(self.measured), found)
         return self._waste[1]
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
