@@ -1,0 +1,193 @@
+"""Probe: does padding a dynamic extent up to a tile multiple (DietCode's padding) pay on IREE?
+
+DietCode's micro-kernels run whole tiles: the shape is padded to the tile. In IREE the
+padding of an argument is a ``tensor.pad`` before the op and a ``tensor.extract_slice``
+after it, and IREE 3.13 makes each a copy dispatch of its own (``slow_memcpy``; fusing
+the pad into the op, ``--iree-dispatch-creation-enable-fuse-padding-into-linalg-consumer-ops``,
+fails to build). This times, side by side in one process, interleaved per T, one thread:
+
+- ``default``: IREE's default, dynamic; ``data-tiling``: ``--iree-opt-data-tiling``;
+- ``default-pad<P>``: the inputs zero-padded to a multiple of P on every dynamic extent, the
+  op at the padded shape, the result sliced back (P = 8: the default's vector tile on
+  AVX2; 64: its distribution tile);
+- ``kernel``: one candidate of dcmlir's space, peeled remainders (``--kernel``), and
+  ``kernel-pad8``: the same kernel on inputs padded as above.
+
+Every output is checked against numpy. Ratios are over IREE's default (above 1: faster).
+
+    python benchmarks/padding_probe.py --workload scores --out docs/results/padding_probe_zen3.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bert_workloads import CONTEXT, SCORES
+
+from dcmlir.build.compiler import compile_module
+from dcmlir.driver.loading import load_model
+from dcmlir.ir.iree import load_function
+from dcmlir.space.kinds import candidate_from_key
+from dcmlir.target import CpuTarget
+
+DATA_TILING = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+T_VALUES = (1, 5, 13, 17, 31, 33, 48, 61, 63, 64, 65, 77, 89, 100, 112, 127, 128)
+
+_PAD = """  %{name}_p = tensor.pad %{name} low[0, 0, 0] high[{high}] {{
+  ^bb0(%i0: index, %i1: index, %i2: index):
+    tensor.yield %zero : f32
+  }} : {ty} to {ty}
+"""
+_ROUND = "affine.apply affine_map<()[s0] -> ((s0 ceildiv {p}) * {p})>()[{v}]"
+
+
+def scores(pad: int, attributes: str) -> str:
+    """Attention scores ``Q[12, T, 64] @ K^T[12, 64, T']``, padded to ``pad`` when above 1."""
+    if pad <= 1:
+        return _with_attributes(SCORES, attributes)
+    q, k, out = "tensor<12x?x64xf32>", "tensor<12x64x?xf32>", "tensor<12x?x?xf32>"
+    return f"""func.func @main(%q: {q}, %k: {k}) -> {out} {{
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %zero = arith.constant 0.0 : f32
+  %t = tensor.dim %q, %c1 : {q}
+  %s = tensor.dim %k, %c2 : {k}
+  %tp = {_ROUND.format(p=pad, v="%t")}
+  %sp = {_ROUND.format(p=pad, v="%s")}
+  %ht = arith.subi %tp, %t : index
+  %hs = arith.subi %sp, %s : index
+{_PAD.format(name="q", high="0, %ht, 0", ty=q)}{_PAD.format(name="k", high="0, 0, %hs", ty=k)}\
+  %e = tensor.empty(%tp, %sp) : {out}
+  %init = linalg.fill ins(%zero : f32) outs(%e : {out}) -> {out}
+  %r = linalg.batch_matmul ins(%q_p, %k_p : {q}, {k}) outs(%init : {out}) {attributes} -> {out}
+  %o = tensor.extract_slice %r[0, 0, 0] [12, %t, %s] [1, 1, 1] : {out} to {out}
+  return %o : {out}
+}}
+"""
+
+
+def context(pad: int, attributes: str) -> str:
+    """Attention context ``P[12, T, T'] @ V[12, T', 64]``, padded to ``pad`` when above 1."""
+    if pad <= 1:
+        return _with_attributes(CONTEXT, attributes)
+    p, v, out = "tensor<12x?x?xf32>", "tensor<12x?x64xf32>", "tensor<12x?x64xf32>"
+    return f"""func.func @main(%p: {p}, %v: {v}) -> {out} {{
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %zero = arith.constant 0.0 : f32
+  %t = tensor.dim %p, %c1 : {p}
+  %s = tensor.dim %p, %c2 : {p}
+  %tp = {_ROUND.format(p=pad, v="%t")}
+  %sp = {_ROUND.format(p=pad, v="%s")}
+  %ht = arith.subi %tp, %t : index
+  %hs = arith.subi %sp, %s : index
+{_PAD.format(name="p", high="0, %ht, %hs", ty=p)}{_PAD.format(name="v", high="0, %hs, 0", ty=v)}\
+  %e = tensor.empty(%tp) : {out}
+  %init = linalg.fill ins(%zero : f32) outs(%e : {out}) -> {out}
+  %r = linalg.batch_matmul ins(%p_p, %v_p : {p}, {v}) outs(%init : {out}) {attributes} -> {out}
+  %o = tensor.extract_slice %r[0, 0, 0] [12, %t, 64] [1, 1, 1] : {out} to {out}
+  return %o : {out}
+}}
+"""
+
+
+def _with_attributes(text: str, attributes: str) -> str:
+    """The op of ``text`` with ``attributes`` (a ``{...}`` dictionary) before its result type."""
+    if not attributes:
+        return text
+    head, tail = text.split("outs(%init : ", 1)
+    operand, rest = tail.split(") -> ", 1)
+    return f"{head}outs(%init : {operand}) {attributes} -> {rest}"
+
+
+def inputs(workload: str, t: int, rng: np.random.Generator) -> list[np.ndarray]:
+    shapes = [(12, t, 64), (12, 64, t)] if workload == "scores" else [(12, t, t), (12, t, 64)]
+    return [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+
+
+def seconds_per_call(call: Callable[[], object], min_time: float) -> float:
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < min_time:
+        call()
+        count += 1
+    return elapsed / count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=("scores", "context"), default="scores")
+    parser.add_argument("--kernel", default="cpu:wg64x64:v8x8:k4", help="a candidate key")
+    parser.add_argument("--t", default=",".join(map(str, T_VALUES)))
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--min-time", type=float, default=0.02, help="seconds per sample")
+    parser.add_argument("--out", type=Path, help="write the table here (markdown)")
+    args = parser.parse_args()
+    render = scores if args.workload == "scores" else context
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "input.mlir"
+        source.write_text(render(1, ""))
+        model = load_model(str(source), ["1:128"], io.StringIO())
+    kernel = candidate_from_key(args.kernel).op_attributes(model.workloads[0])
+    texts = {
+        "default": (render(1, ""), ()),
+        "data-tiling": (render(1, ""), DATA_TILING),
+        "default-pad8": (render(8, ""), ()),
+        "default-pad64": (render(64, ""), ()),
+        "kernel": (render(1, kernel), ()),
+        "kernel-pad8": (render(8, kernel), ()),
+    }
+    functions = {
+        name: load_function(compile_module(text, "llvm-cpu", flags), "main")
+        for name, (text, flags) in texts.items()
+    }
+    rng = np.random.default_rng(0)
+    names = list(functions)
+    lines = [
+        f"`{args.workload}` (12 heads of 64), T x T; kernel `{args.kernel}`; us per call "
+        f"(median of {args.rounds} interleaved rounds), in brackets IREE's default's time over "
+        f"it. Host: {CpuTarget().describe()}.",
+        "",
+        "| T | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
+    print("\n".join(lines), flush=True)
+    for t in (int(v) for v in args.t.split(",")):
+        arrays = inputs(args.workload, t, rng)
+        expected = arrays[0] @ arrays[1]
+        prepared = {}
+        for name, function in functions.items():
+            got = function(*arrays)[0]
+            if not np.allclose(got, expected, rtol=1e-4, atol=1e-3):
+                raise SystemExit(f"error: {name} gave a wrong result at T = {t}")
+            prepared[name] = function.prepare(arrays)
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        for _ in range(args.rounds):
+            for name in names:
+                function, argv = functions[name], prepared[name]
+                samples[name].append(
+                    seconds_per_call(lambda f=function, a=argv: f.invoke(a), args.min_time)
+                )
+        median = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
+        cells = [f"{median[n]:.1f} ({median['default'] / median[n]:.2f}x)" for n in names]
+        line = f"| {t} | " + " | ".join(cells) + " |"
+        lines.append(line)
+        print(line, flush=True)
+    if args.out:
+        command = " ".join(["python", "benchmarks/padding_probe.py", *sys.argv[1:]])
+        args.out.write_text("\n".join([f"Reproduce: `{command}`", "", *lines]) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
