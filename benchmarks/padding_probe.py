@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,51 +53,66 @@ _PAD = """  %{name}_p = tensor.pad %{name} low[0, 0, 0] high[{high}] {{
 _ROUND = "affine.apply affine_map<()[s0] -> ((s0 ceildiv {p}) * {p})>()[{v}]"
 
 
-def scores(pad: int, attributes: str) -> str:
-    """Attention scores ``Q[12, T, 64] @ K^T[12, 64, T']``, padded to ``pad`` when above 1."""
+@dataclass(frozen=True)
+class PaddedForm:
+    """What differs between the two workloads' padded modules: operand names and types,
+    where T' is read, each operand's padding and the result's padded and real extents."""
+
+    names: tuple[str, str]
+    types: tuple[str, str, str]  # the two operands', the result's
+    second_extent: str  # ``tensor.dim`` operand and index of T'
+    highs: tuple[str, str]
+    padded: str  # the padded result's dynamic extents
+    kept: str  # the real result's extents after the batch
+
+
+FORMS = {
+    "scores": PaddedForm(  # Q[12, T, 64] @ K^T[12, 64, T']
+        ("q", "k"),
+        ("tensor<12x?x64xf32>", "tensor<12x64x?xf32>", "tensor<12x?x?xf32>"),
+        "%k, %c2 : tensor<12x64x?xf32>",
+        ("0, %ht, 0", "0, 0, %hs"),
+        "%tp, %sp",
+        "%t, %s",
+    ),
+    "context": PaddedForm(  # P[12, T, T'] @ V[12, T', 64]
+        ("p", "v"),
+        ("tensor<12x?x?xf32>", "tensor<12x?x64xf32>", "tensor<12x?x64xf32>"),
+        "%p, %c2 : tensor<12x?x?xf32>",
+        ("0, %ht, %hs", "0, %hs, 0"),
+        "%tp",
+        "%t, 64",
+    ),
+}
+PLAIN = {"scores": SCORES, "context": CONTEXT}
+
+
+def render(workload: str, pad: int, attributes: str) -> str:
+    """The workload's module with ``attributes`` on its op; its inputs padded to a multiple
+    of ``pad`` on every dynamic extent and the result sliced back, when ``pad`` is above 1."""
     if pad <= 1:
-        return _with_attributes(SCORES, attributes)
-    q, k, out = "tensor<12x?x64xf32>", "tensor<12x64x?xf32>", "tensor<12x?x?xf32>"
-    return f"""func.func @main(%q: {q}, %k: {k}) -> {out} {{
+        return _with_attributes(PLAIN[workload], attributes)
+    form = FORMS[workload]
+    (a, b), (ta, tb, out) = form.names, form.types
+    pads = "".join(
+        _PAD.format(name=name, high=high, ty=ty)
+        for name, high, ty in zip(form.names, form.highs, (ta, tb), strict=True)
+    )
+    return f"""func.func @main(%{a}: {ta}, %{b}: {tb}) -> {out} {{
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   %zero = arith.constant 0.0 : f32
-  %t = tensor.dim %q, %c1 : {q}
-  %s = tensor.dim %k, %c2 : {k}
+  %t = tensor.dim %{a}, %c1 : {ta}
+  %s = tensor.dim {form.second_extent}
   %tp = {_ROUND.format(p=pad, v="%t")}
   %sp = {_ROUND.format(p=pad, v="%s")}
   %ht = arith.subi %tp, %t : index
   %hs = arith.subi %sp, %s : index
-{_PAD.format(name="q", high="0, %ht, 0", ty=q)}{_PAD.format(name="k", high="0, 0, %hs", ty=k)}\
-  %e = tensor.empty(%tp, %sp) : {out}
+{pads}  %e = tensor.empty({form.padded}) : {out}
   %init = linalg.fill ins(%zero : f32) outs(%e : {out}) -> {out}
-  %r = linalg.batch_matmul ins(%q_p, %k_p : {q}, {k}) outs(%init : {out}) {attributes} -> {out}
-  %o = tensor.extract_slice %r[0, 0, 0] [12, %t, %s] [1, 1, 1] : {out} to {out}
-  return %o : {out}
-}}
-"""
-
-
-def context(pad: int, attributes: str) -> str:
-    """Attention context ``P[12, T, T'] @ V[12, T', 64]``, padded to ``pad`` when above 1."""
-    if pad <= 1:
-        return _with_attributes(CONTEXT, attributes)
-    p, v, out = "tensor<12x?x?xf32>", "tensor<12x?x64xf32>", "tensor<12x?x64xf32>"
-    return f"""func.func @main(%p: {p}, %v: {v}) -> {out} {{
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %zero = arith.constant 0.0 : f32
-  %t = tensor.dim %p, %c1 : {p}
-  %s = tensor.dim %p, %c2 : {p}
-  %tp = {_ROUND.format(p=pad, v="%t")}
-  %sp = {_ROUND.format(p=pad, v="%s")}
-  %ht = arith.subi %tp, %t : index
-  %hs = arith.subi %sp, %s : index
-{_PAD.format(name="p", high="0, %ht, %hs", ty=p)}{_PAD.format(name="v", high="0, %hs, 0", ty=v)}\
-  %e = tensor.empty(%tp) : {out}
-  %init = linalg.fill ins(%zero : f32) outs(%e : {out}) -> {out}
-  %r = linalg.batch_matmul ins(%p_p, %v_p : {p}, {v}) outs(%init : {out}) {attributes} -> {out}
-  %o = tensor.extract_slice %r[0, 0, 0] [12, %t, 64] [1, 1, 1] : {out} to {out}
+  %r = linalg.batch_matmul ins(%{a}_p, %{b}_p : {ta}, {tb})
+         outs(%init : {out}) {attributes} -> {out}
+  %o = tensor.extract_slice %r[0, 0, 0] [12, {form.kept}] [1, 1, 1] : {out} to {out}
   return %o : {out}
 }}
 """
@@ -133,19 +149,18 @@ def main() -> int:
     parser.add_argument("--min-time", type=float, default=0.02, help="seconds per sample")
     parser.add_argument("--out", type=Path, help="write the table here (markdown)")
     args = parser.parse_args()
-    render = scores if args.workload == "scores" else context
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "input.mlir"
-        source.write_text(render(1, ""))
+        source.write_text(render(args.workload, 1, ""))
         model = load_model(str(source), ["1:128"], io.StringIO())
     kernel = candidate_from_key(args.kernel).op_attributes(model.workloads[0])
     texts = {
-        "default": (render(1, ""), ()),
-        "data-tiling": (render(1, ""), DATA_TILING),
-        "default-pad8": (render(8, ""), ()),
-        "default-pad64": (render(64, ""), ()),
-        "kernel": (render(1, kernel), ()),
-        "kernel-pad8": (render(8, kernel), ()),
+        "default": (render(args.workload, 1, ""), ()),
+        "data-tiling": (render(args.workload, 1, ""), DATA_TILING),
+        "default-pad8": (render(args.workload, 8, ""), ()),
+        "default-pad64": (render(args.workload, 64, ""), ()),
+        "kernel": (render(args.workload, 1, kernel), ()),
+        "kernel-pad8": (render(args.workload, 8, kernel), ()),
     }
     functions = {
         name: load_function(compile_module(text, "llvm-cpu", flags), "main")
