@@ -14,8 +14,10 @@ fails to build). This times, side by side in one process, interleaved per T, one
   ``kernel-pad8``: the same kernel on inputs padded as above.
 
 Every output is checked against numpy. Ratios are over IREE's default (above 1: faster).
+The docs' tables (``docs/results/padding_probe_zen3_scores.md``, ``..._context.md``) say
+the command that wrote them, e.g.
 
-    python benchmarks/padding_probe.py --workload scores --out docs/results/padding_probe_zen3.md
+    python benchmarks/padding_probe.py --workload scores --rounds 15 --out FILE.md
 """
 
 from __future__ import annotations
