@@ -27,8 +27,6 @@ import io
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,11 +39,13 @@ from bert_workloads import CONTEXT, SCORES
 from dcmlir.build.compiler import compile_module
 from dcmlir.driver.loading import load_model
 from dcmlir.ir.iree import load_function
+from dcmlir.measure.timing import Timer, check_outputs, interleaved, random_inputs
 from dcmlir.space.kinds import candidate_from_key
 from dcmlir.target import CpuTarget
 
 DATA_TILING = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 T_VALUES = (1, 5, 13, 17, 31, 33, 48, 61, 63, 64, 65, 77, 89, 100, 112, 127, 128)
+RTOL = 1e-5  # of the output's largest magnitude: float32 sums of 64 products
 
 _PAD = """  %{name}_p = tensor.pad %{name} low[0, 0, 0] high[{high}] {{
   ^bb0(%i0: index, %i1: index, %i2: index):
@@ -62,6 +62,7 @@ class PaddedForm:
 
     names: tuple[str, str]
     types: tuple[str, str, str]  # the two operands', the result's
+    shapes: tuple[str, str]  # the operands' shapes at T = T' = "t"
     second_extent: str  # ``tensor.dim`` operand and index of T'
     highs: tuple[str, str]
     padded: str  # the padded result's dynamic extents
@@ -72,6 +73,7 @@ FORMS = {
     "scores": PaddedForm(  # Q[12, T, 64] @ K^T[12, 64, T']
         ("q", "k"),
         ("tensor<12x?x64xf32>", "tensor<12x64x?xf32>", "tensor<12x?x?xf32>"),
+        ("12,t,64", "12,64,t"),
         "%k, %c2 : tensor<12x64x?xf32>",
         ("0, %ht, 0", "0, 0, %hs"),
         "%tp, %sp",
@@ -80,6 +82,7 @@ FORMS = {
     "context": PaddedForm(  # P[12, T, T'] @ V[12, T', 64]
         ("p", "v"),
         ("tensor<12x?x?xf32>", "tensor<12x?x64xf32>", "tensor<12x?x64xf32>"),
+        ("12,t,t", "12,t,64"),
         "%p, %c2 : tensor<12x?x?xf32>",
         ("0, %ht, %hs", "0, %hs, 0"),
         "%tp",
@@ -129,17 +132,10 @@ def _with_attributes(text: str, attributes: str) -> str:
     return f"{head}outs(%init : {operand}) {attributes} -> {rest}"
 
 
-def inputs(workload: str, t: int, rng: np.random.Generator) -> list[np.ndarray]:
-    shapes = [(12, t, 64), (12, 64, t)] if workload == "scores" else [(12, t, t), (12, t, 64)]
-    return [rng.standard_normal(s, dtype=np.float32) for s in shapes]
-
-
-def seconds_per_call(call: Callable[[], object], min_time: float) -> float:
-    count, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < min_time:
-        call()
-        count += 1
-    return elapsed / count
+def inputs(workload: str, t: int) -> list[np.ndarray]:
+    """One input set of the workload at T = T' = ``t``."""
+    shapes = [[t if d == "t" else int(d) for d in s.split(",")] for s in FORMS[workload].shapes]
+    return random_inputs(shapes, sets=1, seed=t)[0]
 
 
 def main() -> int:
@@ -168,8 +164,8 @@ def main() -> int:
         name: load_function(compile_module(text, "llvm-cpu", flags), "main")
         for name, (text, flags) in texts.items()
     }
-    rng = np.random.default_rng(0)
     names = list(functions)
+    timer = Timer(min_time=args.min_time)
     lines = [
         f"`{args.workload}` (12 heads of 64), T x T; kernel `{args.kernel}`; us per call "
         f"(median of {args.rounds} interleaved rounds), in brackets IREE's default's time over "
@@ -180,21 +176,18 @@ def main() -> int:
     ]
     print("\n".join(lines), flush=True)
     for t in (int(v) for v in args.t.split(",")):
-        arrays = inputs(args.workload, t, rng)
-        expected = arrays[0] @ arrays[1]
+        arrays = inputs(args.workload, t)
+        expected = [arrays[0] @ arrays[1]]
         prepared = {}
         for name, function in functions.items():
-            got = function(*arrays)[0]
-            if not np.allclose(got, expected, rtol=1e-4, atol=1e-3):
-                raise SystemExit(f"error: {name} gave a wrong result at T = {t}")
+            try:
+                check_outputs(function(*arrays), expected, RTOL)
+            except ValueError as error:
+                raise SystemExit(f"error: {name} at T = {t}: {error}") from None
             prepared[name] = function.prepare(arrays)
         samples: dict[str, list[float]] = {name: [] for name in names}
-        for _ in range(args.rounds):
-            for name in names:
-                function, argv = functions[name], prepared[name]
-                samples[name].append(
-                    seconds_per_call(lambda f=function, a=argv: f.invoke(a), args.min_time)
-                )
+        for name in interleaved(names, args.rounds, lambda _: True):
+            samples[name].append(timer.sample(functions[name].invoke, [prepared[name]])[0])
         median = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
         cells = [f"{median[n]:.1f} ({median['default'] / median[n]:.2f}x)" for n in names]
         line = f"| {t} | " + " | ".join(cells) + " |"
