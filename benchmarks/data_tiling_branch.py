@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import statistics
 import sys
 import tempfile
@@ -32,6 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
+
+from kernel_alone import alone_plan
 
 import dcmlir
 from dcmlir.build.compiler import build
@@ -63,25 +64,10 @@ def builds(source: Path, plan: Path) -> dict[str, bytes]:
             source, plan=plan, stream=io.StringIO()
         ).vmfb
     with tempfile.TemporaryDirectory() as scratch:
-        alone = alone_plan(plan, Path(scratch) / "alone.plan.json")
+        alone = alone_plan(plan, DataTiledCandidate().key(), Path(scratch) / "alone.plan.json")
         found["branch alone"] = dcmlir.compile(source, plan=alone, stream=io.StringIO()).vmfb
     found["iree-data-tiling"] = build(source.read_text(), CpuTarget(), DATA_TILING_FLAGS).vmfb
     return found
-
-
-def alone_plan(plan: Path, out: Path) -> Path:
-    """``plan`` with its data-tiling kernel alone, over every tuned shape: the branch without
-    the cascade around it (written to ``out``)."""
-    found = json.loads(plan.read_text())
-    for workload in found["workloads"]:
-        tiled = [k for k in workload["kernels"] if k["candidate_key"] == DataTiledCandidate().key()]
-        if not tiled:
-            raise SystemExit(f"{plan}: workload {workload['key']} runs no data-tiling kernel")
-        workload["kernels"] = [dict(tiled[0], index=0)]
-        workload["tree"] = {"loops": workload["tree"]["loops"], "root": {"kernel": 0}}
-        workload["exact"], workload["shapes"] = [], []
-    out.write_text(json.dumps(found))
-    return out
 
 
 def time_at(
