@@ -708,17 +708,20 @@ def test_dispatched_dense_module_matches_numpy_for_every_m(tmp_path: Path) -> No
 
 
 def test_a_plan_cut_down_to_its_data_tiling_branch_runs_it_everywhere(tmp_path: Path) -> None:
-    """benchmarks/data_tiling_branch.py's ``branch alone``: a committed attention-context plan
-    with its data-tiling kernel alone, over the whole tuned range, no exact shape; the
-    result still loads as a plan."""
+    """benchmarks/data_tiling_branch.py's ``branch alone`` (benchmarks/kernel_alone.py's
+    plan surgery): a committed attention-context plan with its data-tiling kernel alone,
+    over the whole tuned range, no exact shape; the result still loads as a plan. A kernel
+    the plan does not run is an error."""
     import sys
 
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root / "benchmarks"))
-    from data_tiling_branch import alone_plan
+    from kernel_alone import alone_plan
 
     source = root / "docs" / "results" / "bench" / "local-task" / "plans" / "attention_context.json"
-    loaded = Plan.load(alone_plan(source, tmp_path / "alone.json"))
+    with pytest.raises(SystemExit, match="runs no kernel mmt4d:m4n16k1"):
+        alone_plan(source, "mmt4d:m4n16k1", tmp_path / "none.json")
+    loaded = Plan.load(alone_plan(source, "datatiled", tmp_path / "alone.json"))
     (workload,) = loaded.workloads
     assert [k.candidate_key for k in workload.kernels] == ["datatiled"]
     assert workload.tree.kernels() == [0]
