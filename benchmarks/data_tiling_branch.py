@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import argparse
 import io
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
-from kernel_alone import alone_plan
+from kernel_alone import alone_plan, call_by_call
 
 import dcmlir
 from dcmlir.build.compiler import build
@@ -83,14 +81,7 @@ def time_at(
         error = relative_error(out, expected)
         if error > 1e-4:
             raise SystemExit(f"{name} at T={t}: relative error {error:.1e}")
-    samples: dict[str, list[float]] = {name: [] for name in functions}
-    for _ in range(rounds):
-        for name, function in functions.items():
-            function(*inputs)
-            start = time.perf_counter()
-            function(*inputs)
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+    return call_by_call(functions, inputs, rounds)
 
 
 def main() -> int:

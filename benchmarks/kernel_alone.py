@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -79,14 +79,29 @@ def time_at(
         if error > 1e-4:
             raise SystemExit(f"{name}: relative error {error:.1e}")
     buffer = np.zeros(EVICT_FLOATS, dtype=np.float32) if evict else None
+
+    def between() -> None:
+        if buffer is not None:
+            np.add(buffer, 1.0, out=buffer)
+
+    return call_by_call(functions, [x], rounds, between)
+
+
+def call_by_call(
+    functions: dict[str, Callable],
+    inputs: Sequence[np.ndarray],
+    rounds: int,
+    between: Callable[[], None] = lambda: None,
+) -> dict[str, float]:
+    """Median microseconds per build over ``rounds``, the builds interleaved, each timed call
+    after an untimed one of the same build (and ``between`` after that)."""
     samples: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(rounds):
         for name, function in functions.items():
-            function(x)
-            if buffer is not None:
-                buffer += 1.0
+            function(*inputs)
+            between()
             start = time.perf_counter()
-            function(x)
+            function(*inputs)
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
 
