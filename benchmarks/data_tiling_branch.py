@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
-from kernel_alone import alone_plan, call_by_call
+from kernel_alone import alone_plan, call_by_call, check_builds
 
 import dcmlir
 from dcmlir.build.compiler import build
@@ -39,7 +39,7 @@ from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.driver import compiling
 from dcmlir.driver.loading import load_model
 from dcmlir.ir.iree import load_function
-from dcmlir.measure.timing import random_inputs, relative_error
+from dcmlir.measure.timing import random_inputs
 from dcmlir.space import DataTiledCandidate
 from dcmlir.target import CpuTarget
 from dcmlir.workload import Workload
@@ -75,12 +75,7 @@ def time_at(
     dims = workload.shape_dims((t,) * len(workload.dynamic_dims))
     (inputs,) = random_inputs(input_shapes(workload, dims), sets=1, seed=t)
     (expected,) = reference(workload, inputs)
-    for name, function in functions.items():
-        result = function(*inputs)
-        out = result[0] if isinstance(result, (tuple, list)) else result
-        error = relative_error(out, expected)
-        if error > 1e-4:
-            raise SystemExit(f"{name} at T={t}: relative error {error:.1e}")
+    check_builds(functions, inputs, expected, f" at T={t}")
     return call_by_call(functions, inputs, rounds)
 
 

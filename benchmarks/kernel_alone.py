@@ -38,10 +38,11 @@ from dcmlir.codegen.kernel import input_shapes, reference
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.driver.loading import load_model
 from dcmlir.ir.iree import load_function
-from dcmlir.measure.timing import random_inputs, relative_error
+from dcmlir.measure.timing import MismatchError, check_outputs, random_inputs
 from dcmlir.target import CpuTarget
 
 EVICT_FLOATS = 16 * 1024 * 1024  # 64 MB: twice the L3 of the machines these ran on
+RTOL = 1e-4  # of the output's largest magnitude, as the tuner checks
 
 
 def alone_plan(plan: Path, key: str, out: Path) -> Path:
@@ -73,11 +74,7 @@ def time_at(
     functions: dict[str, Callable], x: np.ndarray, expected: np.ndarray, rounds: int, evict: bool
 ) -> dict[str, float]:
     """Median microseconds per build, outputs checked first."""
-    for name, function in functions.items():
-        result = function(x)
-        error = relative_error(result[0] if isinstance(result, (tuple, list)) else result, expected)
-        if error > 1e-4:
-            raise SystemExit(f"{name}: relative error {error:.1e}")
+    check_builds(functions, [x], expected, f" at T={x.shape[0]}")
     buffer = np.zeros(EVICT_FLOATS, dtype=np.float32) if evict else None
 
     def between() -> None:
@@ -85,6 +82,21 @@ def time_at(
             np.add(buffer, 1.0, out=buffer)
 
     return call_by_call(functions, [x], rounds, between)
+
+
+def check_builds(
+    functions: dict[str, Callable],
+    inputs: Sequence[np.ndarray],
+    expected: np.ndarray,
+    at: str = "",
+) -> None:
+    """Each build's one output against ``expected`` (:func:`check_outputs`, ``RTOL``); a
+    mismatch ends the run, naming the build (and ``at``, where)."""
+    for name, function in functions.items():
+        try:
+            check_outputs(function(*inputs), [expected], RTOL)
+        except MismatchError as error:
+            raise SystemExit(f"{name}{at}: {error}") from None
 
 
 def call_by_call(
