@@ -432,6 +432,27 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     assert estimate[31, m8] == pytest.approx(estimate[31, tiled] * 20 / 21)  # its own regime
 
 
+@pytest.mark.parametrize(("lanes", "tile"), [(16, 16), (8, 8)])
+def test_data_tiling_steps_with_the_targets_tile(lanes: int, tile: int) -> None:
+    """Data tiling packs 16 rows a tile with 512-bit vectors and 8 with AVX2's (an AVX2 Zen 3
+    stepped at T = 8 -> 9): with 16 there, its flat estimate over T = 1..16 took the
+    two-tile time at T = 16 for T = 5..8, where it runs one tile, and a 4-row kernel 1.07-1.11x
+    slower than it kept T = 5..8 (docs/benchmarks.md, the Zen 3's constant weights)."""
+    from dcmlir.search.packed_rows import PackedRows
+
+    family = [
+        DefaultCandidate(),
+        PackedCandidate(16, lanes),
+        DataTiledCandidate(),
+        Mmt4dCandidate(4, 2 * lanes),
+    ]
+    rows = PackedRows(workload_of(constant_projection("nk")), family)
+    assert rows.tile(family[2]) == tile
+    assert rows.regime(family[3], family[2], (8,)) == (2, 1)
+    assert rows.regime(family[3], family[2], (9,)) == (3, 1 if tile == 16 else 2)
+    assert PackedRows(workload_of(constant_projection("nk")), family[2:]).tile(family[2]) is None
+
+
 def test_pairs_timed_again_are_evidence_as_any_pair() -> None:
     """A pair timed again (a record each already) moves the regime's estimate and the
     never-slower rule as a first pair does; the first records stay as they were."""

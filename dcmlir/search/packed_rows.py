@@ -3,8 +3,8 @@
 A packed kernel (:mod:`dcmlir.space.packed`) states an M bound to IREE: it serves
 shapes up to its ``M0`` only, where it is one tile and its time is flat; IREE's own
 data tiling (``datatiled``, in the packed family) serves every M, stepping with its
-widest tile, and so does an explicit mmt4d kernel with its ``M0``. Both are estimated
-from their own measurements with
+tile for the target (:func:`~dcmlir.space.data_tiling_m0`), and so does an explicit
+mmt4d kernel with its ``M0``. Both are estimated from their own measurements with
 :mod:`dcmlir.cost_model.row_tiles` instead of the generic model, which scales a
 throughput with the work and cannot see the flat steps (docs/design.md section 12).
 """
@@ -19,7 +19,13 @@ import numpy as np
 from dcmlir.cost_model.row_tiles import tile_grid_estimate, tiles, two_points
 from dcmlir.search.side_by_side import Pairs, side_by_side
 from dcmlir.shapes import Shape
-from dcmlir.space import PACKED_M0, Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
+from dcmlir.space import (
+    Candidate,
+    DataTiledCandidate,
+    Mmt4dCandidate,
+    PackedCandidate,
+    data_tiling_m0,
+)
 from dcmlir.workload import Workload
 
 __all__ = ["PackedRows", "Regime"]
@@ -33,7 +39,10 @@ class PackedRows:
 
     def __init__(self, workload: Workload, candidates: Sequence[Candidate]) -> None:
         self.one_dim = len(workload.dynamic_dims) == 1
-        self.packs_weight = any(isinstance(c, PackedCandidate) for c in candidates)
+        # a packed kernel's N0 is the target's f32 lanes (space.packed_space)
+        lanes = [c.n0 for c in candidates if isinstance(c, PackedCandidate)]
+        self.packs_weight = bool(lanes)
+        self.tiling_m0 = data_tiling_m0(lanes[0]) if lanes else None
         self.candidates = list(candidates)
 
     def bound(self, candidate: Candidate) -> int | None:
@@ -48,8 +57,8 @@ class PackedRows:
             return None
         if isinstance(candidate, PackedCandidate | Mmt4dCandidate):
             return candidate.m0
-        if isinstance(candidate, DataTiledCandidate) and self.packs_weight:
-            return max(PACKED_M0)
+        if isinstance(candidate, DataTiledCandidate):
+            return self.tiling_m0
         return None
 
     def regime(self, candidate: Candidate, build: Candidate, shape: Shape) -> Regime | None:

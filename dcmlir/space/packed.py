@@ -30,6 +30,7 @@ __all__ = [
     "PackedCandidate",
     "PackedFamily",
     "PackedWeightCandidate",
+    "data_tiling_m0",
     "data_tiling_problem",
     "mmt4d_space",
     "packed_space",
@@ -182,6 +183,14 @@ def mmt4d_space(target: CpuTarget) -> list[Mmt4dCandidate]:
     n0 = 2 * target.lanes
     found = [Mmt4dCandidate(m0, n0) for m0 in MMT4D_M0]
     return [c for c in found if not c.problems(target)]
+
+
+def data_tiling_m0(lanes: int) -> int:
+    """The M tile IREE's data tiling packs f32 activations with on a CPU of ``lanes`` f32
+    lanes: 16 rows with 512-bit vectors, 8 with narrower ones (its ukernels' f32 tiles:
+    16 x 16 on AVX-512, 8 x 8 on AVX2 and Arm). An AVX2 Zen 3 steps at T = 8 -> 9 and
+    16 -> 17 (docs/design.md section 12)."""
+    return 16 if lanes >= 16 else 8
 
 
 def data_tiling_problem(workload: Workload) -> str | None:
