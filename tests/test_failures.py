@@ -33,7 +33,8 @@ from dcmlir.cost_model import TrivialCostModel
 from dcmlir.files import temporary_path
 from dcmlir.measure.loop import Measurer, MeasureReport
 from dcmlir.records import Record, RecordDatabase
-from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, wrong_results
+from dcmlir.search.measured_pairs import wrong_results
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
 from dcmlir.space import (
     Candidate,
     CpuCandidate,

@@ -46,12 +46,28 @@ were timed side by side), None for none: the pairs of one regime repeat one comp
 (:meth:`dcmlir.search.packed_rows.PackedRows.regimes`)."""
 
 
+Speaks = Callable[[int, int], np.ndarray | None]
+"""(kernel column, build column) -> [pair row, row]: whether a pair of the two at one row
+speaks for the other beyond :func:`cover_matrix` (None: wherever it covers;
+:meth:`dcmlir.search.packed_rows.PackedRows.speaks`)."""
+
+
+def _covering(
+    joint: np.ndarray, near: np.ndarray, column: int, build: int, speaks: Speaks | None
+) -> np.ndarray:
+    """[pair row, row]: where a pair of ``column`` and ``build`` is evidence."""
+    cover = cover_matrix(joint[:, column], near)
+    found = None if speaks is None else speaks(column, build)
+    return cover if found is None else cover & found
+
+
 def unpaired_rows(
     joint: np.ndarray,
     near: np.ndarray,
     regions: Regions,
     measured_rows: Callable[[int], set[int]],
     default: int,
+    speaks: Speaks | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows that no side-by-side pair covers.
 
@@ -62,7 +78,7 @@ def unpaired_rows(
     found: dict[int, list[int]] = {}
     for column, region in regions.items():
         pairs = sorted(measured_rows(column) & have)
-        covered = cover_matrix(joint[:, column], near)[pairs].any(axis=0)
+        covered = _covering(joint, near, column, default, speaks)[pairs].any(axis=0)
         rows = [row for row in region if not covered[row]]
         if rows:
             found[column] = rows
@@ -75,6 +91,7 @@ def baseline_wants(
     regions: Regions,
     measured_rows: Callable[[int], set[int]],
     default: int,
+    speaks: Speaks | None = None,
 ) -> list[tuple[int, int]]:
     """``(column to measure, row)``: what would pair every row of :func:`unpaired_rows`.
 
@@ -84,8 +101,9 @@ def baseline_wants(
     """
     have = measured_rows(default)
     wants: list[tuple[int, int]] = []
-    for column, missing in unpaired_rows(joint, near, regions, measured_rows, default).items():
-        cover = cover_matrix(joint[:, column], near)
+    unpaired = unpaired_rows(joint, near, regions, measured_rows, default, speaks)
+    for column, missing in unpaired.items():
+        cover = _covering(joint, near, column, default, speaks)
         own = sorted(measured_rows(column))
         beside = greedy_cover(cover, own, missing, ()) if own else []
         wants += [(default, row) for row in beside]
@@ -106,6 +124,7 @@ def beaten_rows(
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
     waste: np.ndarray | None = None,
+    speaks: Speaks | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them show it
     slower than the default by more than ``margin``. Closest: in the row's own remainder
@@ -136,7 +155,7 @@ def beaten_rows(
         if not pairs:
             continue
         masks = joint[:, column]
-        cover = cover_matrix(masks, near)
+        cover = _covering(joint, near, column, default, speaks)
         beaten = []
         for row in region:
             covering = [
@@ -197,6 +216,9 @@ def against_builds(
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
     waste: Mapping[int, np.ndarray] | None = None,
+    *,
+    speaks: Speaks | None = None,
+    floor: int | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
@@ -211,22 +233,25 @@ def against_builds(
     default) and its plan ran IREE's default, 2-4x slower than data tiling: a packed
     family serves every M or none. IREE's data tiling is the other build; a pair beside
     it covers rows too (docs/design.md section 12). ``waste``: a build's column -> its
-    waste per row (:func:`beaten_rows`), for the builds the cost model has one for."""
+    waste per row (:func:`beaten_rows`), for the builds the cost model has one for.
+    ``floor``: the build a kernel's tie with goes to, the build itself (data tiling with a
+    constant weight: pairs said 1.01x and 0.99x at T = 13, 14 of `dense_ffn1` on an AVX2
+    Zen 3, and the plan ran 1.16x and 1.18x its time there)."""
     unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
     columns = {build for build, _ in builds}
     for column, region in regions.items():
         others = [(build, joint) for build, joint in builds if build != column]
-        line = -margin if column in columns else margin
         if others:
             unpaired[column] = set(region)
         for build, joint in others:
+            line = -margin if column in columns or build == floor else margin
             own = {column: region}
-            found = unpaired_rows(joint, near, own, measured_rows, build).get(column, [])
-            unpaired[column] &= set(found)
+            found = unpaired_rows(joint, near, own, measured_rows, build, speaks)
+            unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
             lost = beaten_rows(
-                joint, near, distance, own, seconds, build, line, regime, again, steps
+                joint, near, distance, own, seconds, build, line, regime, again, steps, speaks
             )
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (

@@ -19,7 +19,12 @@ from dcmlir.search.side_by_side import Pairs
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 
-__all__ = ["MeasuredPairs", "MeasurerLike"]
+__all__ = ["MeasuredPairs", "MeasurerLike", "wrong_results"]
+
+
+def wrong_results(record: Record) -> bool:
+    """Whether a record says its kernel computed wrong numbers (the runner's output check)."""
+    return record.failure_kind == "check"
 
 
 class MeasurerLike(Protocol):

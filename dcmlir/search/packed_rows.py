@@ -85,6 +85,23 @@ class PackedRows:
 
         return regime
 
+    def speaks(self, shapes: Sequence[Shape]) -> Callable[[int, int], np.ndarray | None]:
+        """(kernel column, build column) -> [pair row, row]: a pair speaks for a row where the
+        kernel runs no more row tiles per build tile there than at the pair (None: either
+        steps on no grid). At T = 3 of `dense_ffn1` on an AVX2 Zen 3 one 4-row tile took
+        0.5x data tiling's one 8-row tile; at T = 5..8, two beside one, 1.07-1.11x."""
+        rows = np.array([shape[0] for shape in shapes], dtype=float)
+
+        def speaks(column: int, build: int) -> np.ndarray | None:
+            mine = self.tile(self.candidates[column])
+            theirs = self.tile(self.candidates[build])
+            if mine is None or theirs is None:
+                return None
+            ratio = np.ceil(rows / mine) / np.ceil(rows / theirs)
+            return ratio[None, :] <= ratio[:, None] * (1 + 1e-9)
+
+        return speaks
+
     def paired(self, candidate: Candidate, build: Candidate, pairs: Pairs) -> dict[Regime, float]:
         """Per regime, the kernel's time over the build's: the geomean over the pairs the
         two were timed in side by side (:class:`~dcmlir.search.side_by_side.Pairs`)."""

@@ -65,7 +65,7 @@ from dcmlir.search.floor_builds import (
     partial_waste,
     steady,
 )
-from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike
+from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike, wrong_results
 from dcmlir.search.outcome import SearchResult
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.remainders import RemainderClasses
@@ -77,11 +77,6 @@ from dcmlir.search.verification import reduction_siblings, verification_wanted
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
 from dcmlir.workload import Workload
-
-
-def wrong_results(record: Record) -> bool:
-    """Whether a record says its kernel computed wrong numbers (the runner's output check)."""
-    return record.failure_kind == "check"
 
 
 class CostModelLike(Protocol):
@@ -286,21 +281,37 @@ class ShapeGenericSearch:
         self, regions: dict[int, list[int]]
     ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """Each kernel's rows no pair with an IREE build covers, and its rows where pairs
-        show it slower (:func:`.baseline_evidence.against_builds`): IREE's default, in the
-        classes a kernel shares with it, and its data tiling, in the kernel's own classes
-        (its padded tile has none). Data tiling itself has evidence beside the default
-        only, and needs none with a constant weight (:meth:`_needing_pairs`)."""
+        show it slower (:func:`.baseline_evidence.against_builds`; the builds:
+        :meth:`_builds`). Data tiling itself has evidence beside the default only, and
+        needs none with a constant weight (:meth:`_needing_pairs`)."""
         assert self.default is not None
-        builds = [(self.default, self._joint_masks())]
-        if self.data_tiled is not None:
-            builds.append((self.data_tiled, self.remainders.masks))
+        builds = self._builds()
         near, distance, rows = self.remainders.near, self.remainders.distance, self._measured_rows
         margin = self.settings.tie_margin
         regions = self._needing_pairs(regions)
         regime, again = self.rows.regimes(self.shapes, self.book.pairs()), self.book.again_logs
         args = (near, distance, regions, rows, self._seconds, margin, regime, again)
         carried = {self.default: self._partial_waste() ** PARTIAL_TRUST}
-        return against_builds(builds, *args, carried)
+        floor = self.data_tiled if self._tiling_floor() else None
+        speaks = self.rows.speaks(self.shapes)
+        return against_builds(builds, *args, carried, speaks=speaks, floor=floor)
+
+    def _builds(self) -> list[tuple[int, np.ndarray]]:
+        """IREE's builds a kernel needs pairs with, each with the classes it shares with it:
+        the default, and data tiling (the kernel's own classes); data tiling alone where it
+        is the floor (at small T of `dense_ffn1`, 2-5x faster than the default)."""
+        assert self.default is not None
+        tiled = [] if self.data_tiled is None else [(self.data_tiled, self.remainders.masks)]
+        if self._tiling_floor():
+            return tiled
+        return [(self.default, self._joint_masks()), *tiled]
+
+    def _tiling_floor(self) -> bool:
+        """A constant weight, and no record of data tiling failing (else: the default)."""
+        if not self.tiling_is_floor:
+            return False
+        tiled = DataTiledCandidate().key()
+        return all(math.isfinite(s) for (k, _), s in self.measured.items() if k == tiled)
 
     def _partial_waste(self, predicted: np.ndarray | None = None) -> np.ndarray:
         """:func:`.floor_builds.partial_waste` as the model has it now, once per measurement
@@ -312,10 +323,9 @@ class ShapeGenericSearch:
         return self._waste[1]
 
     def _needing_pairs(self, regions: dict[int, list[int]]) -> dict[int, list[int]]:
-        """``regions`` less data tiling's where the weight is a constant: packed once, data
-        tiling was never slower than the default (40 T x 6 workloads, never_slower.py), so
-        its own measurements make it the floor; asking for the pair cost a 16-measurement
-        workload of the README's BERT every kernel (its plan ran IREE's default)."""
+        """``regions`` less data tiling's where the weight is a constant: never slower than
+        the default there (40 T x 6 workloads), its own measurements make it the floor; the
+        pair cost a 16-measurement workload of the README's BERT every kernel."""
         floor = self.data_tiled if self.tiling_is_floor else None
         return {column: rows for column, rows in regions.items() if column != floor}
 
@@ -342,10 +352,8 @@ class ShapeGenericSearch:
     def _unproven(
         self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int]
     ) -> list[tuple[Candidate, Shape]]:
-        """What the floor lacks, first (:meth:`_floor_wants`), then what each chosen
-        kernel lacks where it is chosen: its own measurements covering its rows
-        (:meth:`RemainderClasses.unproven`, at rows where IREE's default was measured when
-        that costs nothing), then the default beside them."""
+        """What the floor lacks (:meth:`_floor_wants`), then what the chosen kernels lack
+        where they are chosen (:meth:`_wants`)."""
         return self._floor_wants(estimate) or self._wants(self._regions(kernels, choice))
 
     def _floor_wants(self, estimate: np.ndarray) -> list[tuple[Candidate, Shape]]:
@@ -368,21 +376,22 @@ class ShapeGenericSearch:
         return [(self.candidates[c], self.shapes[row]) for row in rows for c in builds]
 
     def _wants(self, regions: dict[int, list[int]]) -> list[tuple[Candidate, Shape]]:
-        """The unmeasured pairs that would prove each kernel of ``regions`` on its rows:
-        its own measurements first, then IREE's default beside them."""
-        have = self._measured_rows(self.default) if self.default is not None else set()
-        wanted = self.remainders.unproven(regions, self._measured_rows, have)
-        if not wanted and self.default is not None:
-            joint, near, rows = self._joint_masks(), self.remainders.near, self._measured_rows
-            wanted = baseline_wants(joint, near, self._needing_pairs(regions), rows, self.default)
-        if not wanted and self.default is not None:  # a pair at the row itself decides
+        """The unmeasured pairs that would prove each kernel of ``regions`` on its rows: its
+        own measurements covering them (:meth:`RemainderClasses.unproven`, at rows where
+        the first of :meth:`_builds` was measured when that costs nothing), then that build
+        beside them, then IREE's builds where pairs farther away show it slower."""
+        builds = [] if self.default is None else self._builds()
+        rows = self._measured_rows
+        wanted = self.remainders.unproven(regions, rows, rows(builds[0][0]) if builds else set())
+        if not wanted and builds:
+            (build, joint), speaks = builds[0], self.rows.speaks(self.shapes)
+            needing = self._needing_pairs(regions)
+            wanted = baseline_wants(joint, self.remainders.near, needing, rows, build, speaks)
+        if not wanted and builds:  # a pair at the row itself decides
             beaten = self._against_iree_builds(regions)[1]
-            wanted = contested_rows(beaten, self._measured_rows, self.iree_builds)
+            wanted = contested_rows(beaten, rows, [build for build, _ in builds])
         pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
         return [p for p in dict.fromkeys(pairs) if (p[0].key(), p[1]) not in self.measured]
-
-    def _never_measured(self) -> list[int]:
-        return [column for column in range(len(self.keys)) if not self._measured_rows(column)]
 
     def _measured_rows(self, column: int) -> set[int]:
         key = self.keys[column]
@@ -417,7 +426,8 @@ class ShapeGenericSearch:
             progress.set(self.used)
             estimate, predicted = self.estimate()
             if budget - self.used <= self.settings.reserve:  # prove, discover no more
-                estimate[:, self._never_measured()] = math.inf
+                unmeasured = [c for c in range(len(self.keys)) if not self._measured_rows(c)]
+                estimate[:, unmeasured] = math.inf
             kernels, choice = self.select(estimate)
             chosen = [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
             history.append(
