@@ -7,7 +7,7 @@ the next op's packed layout, elementwise consumers run on the packed tiles). Mea
 on GPT-2 (docs/design.md section 12), a module whose ops all run IREE's own data tiling,
 written as dcmlir's cascades, is 3-12% slower than IREE's data-tiled build of the
 original. So where every packed workload's plan runs data tiling's own tile (T above the
-widest narrower kernel's bound), the entry calls a copy of the original function that no
+widest bound of the other kernels), the entry calls a copy of the original function that no
 dcmlir pass touches, and the module is compiled with data tiling
 (:data:`~dcmlir.codegen.packed.DATA_TILING_FLAGS`); below it, the copy with the cascades.
 
@@ -25,8 +25,13 @@ from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.dispatch import Plan, PlanError, WorkloadPlan
 from dcmlir.ir.mlir import arith, ir, scf, tensor
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
-from dcmlir.space import Candidate, DataTiledCandidate, Mmt4dCandidate, PackedCandidate
-from dcmlir.space.packed import PACKED_M0
+from dcmlir.space import (
+    Candidate,
+    DataTiledCandidate,
+    Mmt4dCandidate,
+    PackedCandidate,
+    data_tiling_m0,
+)
 from dcmlir.workload import NotAWorkload, workloads
 
 __all__ = [
@@ -99,10 +104,11 @@ def peer_threshold(plan: Plan) -> int | None:
 
 
 def _data_tilings_own(kernel: Candidate) -> bool:
-    """Whether ``kernel`` is what IREE's data tiling runs for a dynamic M (its widest tile)."""
-    widest = max(PACKED_M0)  # data tiling's M tile for a dynamic M
+    """Whether ``kernel`` is what IREE's data tiling runs for a dynamic M: its tile for the
+    target (:func:`~dcmlir.space.data_tiling_m0`; a packed kernel's N0 is the target's
+    lanes). On AVX2 that is 8 rows: a 16-row packed kernel there is a kernel of its own."""
     return isinstance(kernel, DataTiledCandidate) or (
-        isinstance(kernel, PackedCandidate) and kernel.m0 == widest
+        isinstance(kernel, PackedCandidate) and kernel.m0 == data_tiling_m0(kernel.n0)
     )
 
 

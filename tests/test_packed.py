@@ -311,12 +311,18 @@ def test_the_split_is_where_data_tilings_own_tile_takes_over() -> None:
     wide = [candidate_from_key("packed:m16n16k1"), candidate_from_key("datatiled")]
     choices = {s: 0 if s[0] <= 16 else 1 for s in shapes}
     costs = {s: [1e-6, 1e-6] for s in shapes}
+    costs3 = {s: [1e-6, 1e-6, 1e-6] for s in shapes}
     planned = WorkloadPlan.build(workload, wide, choices, costs, ranges={0: (1, 32)})
     assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) is None
     narrow = [candidate_from_key("packed:m2n16k1"), candidate_from_key("datatiled")]
     choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
     planned = WorkloadPlan.build(workload, narrow, choices, costs, ranges={0: (1, 32)})
     assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 2
+    # AVX2 (8 lanes): data tiling's tile is 8 rows, so a 16-row packed kernel is not it
+    avx2 = [candidate_from_key(k) for k in ("packed:m8n8k1", "packed:m16n8k1", "datatiled")]
+    choices = {s: 0 if s[0] <= 8 else 1 if s[0] <= 16 else 2 for s in shapes}
+    planned = WorkloadPlan.build(workload, avx2, choices, costs3, ranges={0: (1, 32)})
+    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 16
     # two weight layouts: a kernel reading it as it is below T = 9, data tiling above
     mixed = [candidate_from_key("cpu:wg8x128:v4x64:k1"), candidate_from_key("datatiled")]
     choices = {s: 0 if s[0] <= 9 else 1 for s in shapes}
