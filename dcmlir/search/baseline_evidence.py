@@ -234,9 +234,10 @@ def against_builds(
     family serves every M or none. IREE's data tiling is the other build; a pair beside
     it covers rows too (docs/design.md section 12). ``waste``: a build's column -> its
     waste per row (:func:`beaten_rows`), for the builds the cost model has one for.
-    ``floor``: the build a kernel's tie with goes to, the build itself (data tiling with a
-    constant weight: pairs said 1.01x and 0.99x at T = 13, 14 of `dense_ffn1` on an AVX2
-    Zen 3, and the plan ran 1.16x and 1.18x its time there)."""
+    ``floor``: the build a kernel's tie with it goes to, as a build's tie with the other
+    does (data tiling with a constant weight: pairs said 1.01x and 0.99x at T = 13, 14 of
+    `dense_ffn1` on an AVX2 Zen 3, and the plan ran 1.16x and 1.18x its time there);
+    ``speaks``: where a pair is evidence beyond its cover (:data:`Speaks`)."""
     unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
     columns = {build for build, _ in builds}
