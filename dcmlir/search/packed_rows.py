@@ -41,7 +41,6 @@ class PackedRows:
         self.one_dim = len(workload.dynamic_dims) == 1
         # a packed kernel's N0 is the target's f32 lanes (space.packed_space)
         lanes = [c.n0 for c in candidates if isinstance(c, PackedCandidate)]
-        self.packs_weight = bool(lanes)
         self.tiling_m0 = data_tiling_m0(lanes[0]) if lanes else None
         self.candidates = list(candidates)
 
@@ -91,14 +90,17 @@ class PackedRows:
         steps on no grid). At T = 3 of `dense_ffn1` on an AVX2 Zen 3 one 4-row tile took
         0.5x data tiling's one 8-row tile; at T = 5..8, two beside one, 1.07-1.11x."""
         rows = np.array([shape[0] for shape in shapes], dtype=float)
+        found: dict[tuple[int, int], np.ndarray] = {}  # by the two tiles: asked every proof
 
         def speaks(column: int, build: int) -> np.ndarray | None:
             mine = self.tile(self.candidates[column])
             theirs = self.tile(self.candidates[build])
             if mine is None or theirs is None:
                 return None
-            ratio = np.ceil(rows / mine) / np.ceil(rows / theirs)
-            return ratio[None, :] <= ratio[:, None] * (1 + 1e-9)
+            if (mine, theirs) not in found:
+                ratio = np.ceil(rows / mine) / np.ceil(rows / theirs)
+                found[mine, theirs] = ratio[None, :] <= ratio[:, None] * (1 + 1e-9)
+            return found[mine, theirs]
 
         return speaks
 

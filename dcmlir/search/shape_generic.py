@@ -119,6 +119,7 @@ class ShapeGenericSearch:
             else shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
         )
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
+        self.speaks = self.rows.speaks(self.shapes)  # where a pair with data tiling speaks
         self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
         self.siblings = reduction_siblings(workload, self.candidates)
         self.default = next(  # IREE's default: the floor every chosen kernel must beat
@@ -293,8 +294,7 @@ class ShapeGenericSearch:
         args = (near, distance, regions, rows, self._seconds, margin, regime, again)
         carried = {self.default: self._partial_waste() ** PARTIAL_TRUST}
         floor = self.data_tiled if self._tiling_floor() else None
-        speaks = self.rows.speaks(self.shapes)
-        return against_builds(builds, *args, carried, speaks=speaks, floor=floor)
+        return against_builds(builds, *args, carried, speaks=self.speaks, floor=floor)
 
     def _builds(self) -> list[tuple[int, np.ndarray]]:
         """IREE's builds a kernel needs pairs with, each with the classes it shares with it:
@@ -384,9 +384,9 @@ class ShapeGenericSearch:
         rows = self._measured_rows
         wanted = self.remainders.unproven(regions, rows, rows(builds[0][0]) if builds else set())
         if not wanted and builds:
-            (build, joint), speaks = builds[0], self.rows.speaks(self.shapes)
-            needing = self._needing_pairs(regions)
-            wanted = baseline_wants(joint, self.remainders.near, needing, rows, build, speaks)
+            (build, joint), needing = builds[0], self._needing_pairs(regions)
+            near = self.remainders.near
+            wanted = baseline_wants(joint, near, needing, rows, build, self.speaks)
         if not wanted and builds:  # a pair at the row itself decides
             beaten = self._against_iree_builds(regions)[1]
             wanted = contested_rows(beaten, rows, [build for build, _ in builds])
