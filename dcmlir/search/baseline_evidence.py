@@ -25,10 +25,13 @@ import numpy as np
 from dcmlir.search.remainders import cover_matrix, greedy_cover
 
 __all__ = [
+    "Together",
     "against_builds",
     "baseline_wants",
     "beaten_rows",
     "contested_rows",
+    "contested_side_by_side",
+    "side_by_side_wants",
     "unpaired_rows",
     "unvouched",
 ]
@@ -50,6 +53,11 @@ Speaks = Callable[[int, int], np.ndarray | None]
 """(kernel column, build column) -> [pair row, row]: whether a pair of the two at one row
 speaks for the other beyond :func:`cover_matrix` (None: wherever it covers;
 :meth:`dcmlir.search.packed_rows.PackedRows.speaks`)."""
+
+
+Together = Callable[[int, int], set[int]]
+"""(kernel column, build column) -> the rows where their first records were timed side by
+side, in one call of the measurer (:meth:`.measured_pairs.MeasuredPairs.together_rows`)."""
 
 
 def _covering(
@@ -219,6 +227,7 @@ def against_builds(
     *,
     speaks: Speaks | None = None,
     floor: int | None = None,
+    together: Together | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """(each kernel's rows that no pair with any of ``builds`` covers, its rows where the
     pairs with one of them show it slower): ``builds`` are (column, the classes a kernel
@@ -237,7 +246,9 @@ def against_builds(
     ``floor``: the build a kernel's tie with it goes to, as a build's tie with the other
     does (data tiling with a constant weight: pairs said 1.01x and 0.99x at T = 13, 14 of
     `dense_ffn1` on an AVX2 Zen 3, and the plan ran 1.16x and 1.18x its time there);
-    ``speaks``: where a pair is evidence beyond its cover (:data:`Speaks`)."""
+    ``speaks``: where a pair is evidence beyond its cover (:data:`Speaks`); ``together``:
+    with it, a pair with ``floor`` is evidence only where the two were timed side by side
+    (:func:`_side_by_side_only`)."""
     unpaired: dict[int, set[int]] = {}
     beaten: dict[int, list[int]] = {}
     columns = {build for build, _ in builds}
@@ -248,17 +259,99 @@ def against_builds(
         for build, joint in others:
             line = -margin if column in columns or build == floor else margin
             own = {column: region}
-            found = unpaired_rows(joint, near, own, measured_rows, build, speaks)
+            rows, timed = measured_rows, seconds
+            if build == floor and together is not None:
+                rows, timed = _side_by_side_only(column, build, rows, timed, together, again)
+            found = unpaired_rows(joint, near, own, rows, build, speaks)
             unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
             lost = beaten_rows(
-                joint, near, distance, own, seconds, build, line, regime, again, steps, speaks
+                joint, near, distance, own, timed, build, line, regime, again, steps, speaks
             )
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
         {c: rows for c, rows in beaten.items() if rows},
     )
+
+
+def _timed_together(
+    column: int, build: int, together: Together, again: AgainLogs | None
+) -> set[int]:
+    """The rows where the two were timed side by side: first records or timed again."""
+    timed_again = again(column, build) if again is not None else []
+    return together(column, build) | {row for row, _ in timed_again}
+
+
+def _side_by_side_only(
+    column: int,
+    build: int,
+    measured_rows: Callable[[int], set[int]],
+    seconds: Callable[[int, int], float | None],
+    together: Together,
+    again: AgainLogs | None,
+) -> tuple[Callable[[int], set[int]], Callable[[int, int], float | None]]:
+    """``measured_rows`` and ``seconds`` with the two columns' pairs those timed side by side
+    only. Records of two calls are no evidence against the floor: on `dense_ffn2` (an AVX2
+    Zen 3, budget 60) data tiling's record at T = 5 took 1258 us, its record at T = 8 (the
+    same one 8-row tile) 792, and a 4-row kernel kept T = 5..8 on it, 1.05-1.11x slower
+    than data tiling there (benchmarks/never_slower.py)."""
+    timed = _timed_together(column, build, together, again)
+    first = together(column, build)
+    pair = (column, build)
+
+    def rows(c: int) -> set[int]:
+        return timed if c in pair else measured_rows(c)
+
+    def seconds_of(c: int, row: int) -> float | None:
+        return seconds(c, row) if c not in pair or row in first else None
+
+    return rows, seconds_of
+
+
+def side_by_side_wants(
+    joint: np.ndarray,
+    near: np.ndarray,
+    regions: Regions,
+    measured_rows: Callable[[int], set[int]],
+    build: int,
+    together: Together,
+    again: AgainLogs | None,
+    speaks: Speaks | None = None,
+) -> list[tuple[int, int]]:
+    """``(kernel column, row)``: where to time a kernel and ``build`` (the floor) side by
+    side so that every row of its region has a pair timed so covering it; rows where
+    neither was measured first (two first records that feed the estimates too)."""
+    wants: list[tuple[int, int]] = []
+    have = measured_rows(build)
+    for column, region in regions.items():
+        cover = _covering(joint, near, column, build, speaks)
+        timed = sorted(_timed_together(column, build, together, again))
+        covered = cover[timed].any(axis=0)
+        missing = [row for row in region if not covered[row]]
+        if not missing:
+            continue
+        fresh = set(region) - measured_rows(column) - have
+        wants += [(column, row) for row in greedy_cover(cover, region, missing, fresh)]
+    return wants
+
+
+def contested_side_by_side(
+    beaten: Regions,
+    measured_rows: Callable[[int], set[int]],
+    build: int,
+    together: Together,
+    again: AgainLogs | None,
+) -> list[tuple[int, int]]:
+    """``(kernel column, row)``: the rows of ``beaten`` where the kernel was measured and not
+    timed side by side with ``build``: a pair there decides (:func:`contested_rows`)."""
+    return [
+        (column, row)
+        for column, rows in beaten.items()
+        for row in rows
+        if row in measured_rows(column)
+        and row not in _timed_together(column, build, together, again)
+    ]
 
 
 def unvouched(

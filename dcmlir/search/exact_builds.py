@@ -35,6 +35,7 @@ __all__ = [
     "EXACT_SHARE",
     "MISSES",
     "WIN",
+    "exact_builds",
     "exact_order",
     "reads_weight_as_is",
     "time_side_by_side",
@@ -117,3 +118,21 @@ def time_side_by_side(book: MeasuredPairs, calls: int) -> TimePair:
 
 def _seconds(record: Record) -> float:
     return record.median if record.ok else math.inf
+
+
+def exact_builds(
+    workload: Workload,
+    shapes: Sequence[Shape],
+    book: MeasuredPairs,
+    chosen: Callable[[Shape], Candidate],
+    kernels: Sequence[Candidate],
+    calls: int,
+    measurements: int,
+) -> dict[Shape, float]:
+    """:func:`walk_exact_builds` over the search's shapes, each pair timed on its ``book``
+    (:func:`time_side_by_side`), none where the ``kernels`` chosen read the weight packed
+    only (:func:`reads_weight_as_is`)."""
+    if not reads_weight_as_is(workload, kernels):
+        return {}
+    pair = time_side_by_side(book, calls)
+    return walk_exact_builds(exact_order(workload, shapes), chosen, pair, measurements)

@@ -13,9 +13,12 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
+import numpy as np
+
 from dcmlir.measure.loop import MeasureReport
 from dcmlir.records import Record
-from dcmlir.search.side_by_side import Pairs
+from dcmlir.search.floor_builds import steady
+from dcmlir.search.side_by_side import Pairs, side_by_side
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 
@@ -47,6 +50,7 @@ class MeasuredPairs:
         self.measurer = measurer
         self.keys = keys
         self.shape_index = shape_index
+        self.shapes = {row: shape for shape, row in shape_index.items()}
         self.seconds: dict[tuple[str, Shape], float] = {}
         self.records: dict[tuple[str, Shape], Record] = {}
         self.again: list[Record] = []
@@ -88,6 +92,46 @@ class MeasuredPairs:
     def pairs(self) -> Pairs:
         """The pairs timed side by side, first records and again."""
         return Pairs(self.records, self.again)
+
+    def measured_rows(self, column: int) -> set[int]:
+        """The rows where the column has a finite first record."""
+        key = self.keys[column]
+        return {
+            self.shape_index[shape]
+            for (k, shape), seconds in self.seconds.items()
+            if k == key and shape in self.shape_index and math.isfinite(seconds)
+        }
+
+    def finite(self, column: int, row: int) -> float | None:
+        """The column's first record at the row, where it is finite."""
+        found = self.seconds.get((self.keys[column], self.shapes[row]))
+        return found if found is not None and math.isfinite(found) else None
+
+    def steady(self, column: int, row: int) -> float | None:
+        """:func:`~dcmlir.search.floor_builds.steady` of the column's first record at the row."""
+        record = self.records.get((self.keys[column], self.shapes[row]))
+        return steady(record) if record is not None and record.ok else self.finite(column, row)
+
+    def mask(self) -> np.ndarray:
+        """[row, column]: whether the pair has a first record."""
+        found = np.zeros((len(self.shape_index), len(self.keys)), dtype=bool)
+        columns = {key: column for column, key in enumerate(self.keys)}
+        for key, shape in self.seconds:
+            if key in columns and shape in self.shape_index:
+                found[self.shape_index[shape], columns[key]] = True
+        return found
+
+    def together_rows(self, column: int, build: int) -> set[int]:
+        """The rows where the two columns' first records come from one call of the measurer."""
+        mine, theirs = self.keys[column], self.keys[build]
+        return {
+            self.shape_index[shape]
+            for (key, shape), record in self.records.items()
+            if key == mine
+            and record.ok
+            and side_by_side(self.records, mine, theirs, shape)
+            and self.records[theirs, shape].ok
+        }
 
     def again_logs(self, column: int, build: int) -> list[tuple[int, float]]:
         """(row, log ratio) of the pairs of the two columns timed again."""

@@ -47,14 +47,11 @@ from dcmlir.search.baseline_evidence import (
     against_builds,
     baseline_wants,
     contested_rows,
+    contested_side_by_side,
+    side_by_side_wants,
     unvouched,
 )
-from dcmlir.search.exact_builds import (
-    exact_order,
-    reads_weight_as_is,
-    time_side_by_side,
-    walk_exact_builds,
-)
+from dcmlir.search.exact_builds import exact_builds
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import (
@@ -63,7 +60,6 @@ from dcmlir.search.floor_builds import (
     FloorBuilds,
     default_waste,
     partial_waste,
-    steady,
 )
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike, wrong_results
 from dcmlir.search.outcome import SearchResult
@@ -140,6 +136,8 @@ class ShapeGenericSearch:
         self.known = [(c, s) for c, s in known if c.key() in self.keys and s in self.shape_index]
         self.free = 0  # of the book's pairs, the known ones
         self.measured, self.records = self.book.seconds, self.book.records
+        self._seconds, self._measured_rows = self.book.finite, self.book.measured_rows
+        self.again: set[Shape] = set()  # of the proofs' pairs, the shapes timed again
         self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
         self.duel = FamilyDuel(self.candidates, self.settings.budget, self.settings.duel_share)
 
@@ -207,7 +205,7 @@ class ShapeGenericSearch:
             default = self.candidates[self.default]
             own = predicted[:, self.default]  # the default's predicted times
             waste = default_waste(self.model, default, self.shapes, own)
-            self.floor.estimate(estimate, self._floor_seconds, waste, self._partial_waste(own))
+            self.floor.estimate(estimate, self.book.steady, waste, self._partial_waste(own))
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
@@ -236,10 +234,7 @@ class ShapeGenericSearch:
         estimate hides, which the reserve leaves alone: a kernel they bring in needs proofs
         after them)."""
         picks = [kernels[choice[shape]] for shape in self.shapes]
-        measured = np.zeros(estimate.shape, dtype=bool)
-        for key, shape in self.measured:
-            if key in self.columns and shape in self.shape_index:
-                measured[self.shape_index[shape], self.columns[key]] = True
+        measured = self.book.mask()
         per_kernel, margin = self.settings.verify_per_kernel, self.settings.contender_margin
         args = (self.shapes, picks, measured, per_kernel, margin, hidden, self.siblings)
         wanted = verification_wanted(estimate, predicted, *args)
@@ -293,8 +288,10 @@ class ShapeGenericSearch:
         regime, again = self.rows.regimes(self.shapes, self.book.pairs()), self.book.again_logs
         args = (near, distance, regions, rows, self._seconds, margin, regime, again)
         carried = {self.default: self._partial_waste() ** PARTIAL_TRUST}
-        floor = self.data_tiled if self._tiling_floor() else None
-        return against_builds(builds, *args, carried, speaks=self.speaks, floor=floor)
+        floor, together = self._floor_build(), self.book.together_rows
+        return against_builds(
+            builds, *args, carried, speaks=self.speaks, floor=floor, together=together
+        )
 
     def _builds(self) -> list[tuple[int, np.ndarray]]:
         """IREE's builds a kernel needs pairs with, each with the classes it shares with it:
@@ -302,16 +299,10 @@ class ShapeGenericSearch:
         is the floor (at small T of `dense_ffn1`, 2-5x faster than the default)."""
         assert self.default is not None
         tiled = [] if self.data_tiled is None else [(self.data_tiled, self.remainders.masks)]
-        if self._tiling_floor():
+        if self._floor_build() is not None:
             return tiled
-        return [(self.default, self._joint_masks()), *tiled]
-
-    def _tiling_floor(self) -> bool:
-        """A constant weight, and no record of data tiling failing (else: the default)."""
-        if not self.tiling_is_floor:
-            return False
-        tiled = DataTiledCandidate().key()
-        return all(math.isfinite(s) for (k, _), s in self.measured.items() if k == tiled)
+        joint = self.remainders.with_default(getattr(self.model, "default_tile", 1))
+        return [(self.default, joint), *tiled]  # the classes shared with the default
 
     def _partial_waste(self, predicted: np.ndarray | None = None) -> np.ndarray:
         """:func:`.floor_builds.partial_waste` as the model has it now, once per measurement
@@ -337,18 +328,6 @@ class ShapeGenericSearch:
             if not isinstance(self.candidates[column], DefaultCandidate)
         }
 
-    def _joint_masks(self) -> np.ndarray:
-        """Remainder classes shared with IREE's default (its tile: the model's)."""
-        return self.remainders.with_default(getattr(self.model, "default_tile", 1))
-
-    def _seconds(self, column: int, row: int) -> float | None:
-        found = self.measured.get((self.keys[column], self.shapes[row]))
-        return found if found is not None and math.isfinite(found) else None
-
-    def _floor_seconds(self, column: int, row: int) -> float | None:
-        record = self.records.get((self.keys[column], self.shapes[row]))
-        return steady(record) if record is not None and record.ok else self._seconds(column, row)
-
     def _unproven(
         self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int]
     ) -> list[tuple[Candidate, Shape]]:
@@ -365,7 +344,7 @@ class ShapeGenericSearch:
             return []
         wanted = self._wants(self.floor.region(estimate))
         most = int(FLOOR_SHARE * self.settings.budget / 2)
-        row = None if wanted else self.floor.boundary_row(self._floor_seconds, max_pairs=most)
+        row = None if wanted else self.floor.boundary_row(self.book.steady, max_pairs=most)
         wanted += [] if row is None else self._floor_pairs([row])
         return [p for p in wanted if (p[0].key(), p[1]) not in self.measured]
 
@@ -379,10 +358,15 @@ class ShapeGenericSearch:
         """The unmeasured pairs that would prove each kernel of ``regions`` on its rows: its
         own measurements covering them (:meth:`RemainderClasses.unproven`, at rows where
         the first of :meth:`_builds` was measured when that costs nothing), then that build
-        beside them, then IREE's builds where pairs farther away show it slower."""
+        beside them, then IREE's builds where pairs farther away show it slower; with data
+        tiling the floor, :meth:`_beside_floor`."""
         builds = [] if self.default is None else self._builds()
-        rows = self._measured_rows
-        wanted = self.remainders.unproven(regions, rows, rows(builds[0][0]) if builds else set())
+        rows, floor, self.again = self._measured_rows, self._floor_build(), set()
+        prefer = rows(builds[0][0]) if builds else set()  # the floor's: a row it lacks
+        prefer = prefer if floor is None else set(range(len(self.shapes))) - prefer
+        wanted = self.remainders.unproven(regions, rows, prefer)
+        if floor is not None:
+            return self._beside_floor(regions, wanted, floor)
         if not wanted and builds:
             (build, joint), needing = builds[0], self._needing_pairs(regions)
             near = self.remainders.near
@@ -390,16 +374,38 @@ class ShapeGenericSearch:
         if not wanted and builds:  # a pair at the row itself decides
             beaten = self._against_iree_builds(regions)[1]
             wanted = contested_rows(beaten, rows, [build for build, _ in builds])
+        return self._unmeasured(wanted)
+
+    def _beside_floor(
+        self, regions: dict[int, list[int]], wanted: list[tuple[int, int]], floor: int
+    ) -> list[tuple[Candidate, Shape]]:
+        """With data tiling the floor, its pairs timed side by side only (its records of two
+        calls are no evidence, :func:`.baseline_evidence.against_builds`): beside the
+        kernels' own measurements ``wanted`` where it lacks one, then both together where
+        no pair covers a row (:func:`.side_by_side_wants`), else at a row pairs farther
+        away lose; both again (:attr:`again`) where either has a record."""
+        rows, book = self._measured_rows, self.book
+        if wanted:
+            wanted += [(floor, row) for _, row in wanted if row not in rows(floor)]
+            return self._unmeasured(wanted)
+        near, needing = self.remainders.near, self._needing_pairs(regions)
+        args = (rows, floor, book.together_rows, book.again_logs)
+        found = side_by_side_wants(self.remainders.masks, near, needing, *args, self.speaks)
+        found = found or contested_side_by_side(self._against_iree_builds(regions)[1], *args)
+        pairs = [(self.candidates[c], self.shapes[r]) for k, r in found for c in (k, floor)]
+        self.again = {s for c, s in pairs if (c.key(), s) in self.measured}
+        return list(dict.fromkeys(pairs))
+
+    def _unmeasured(self, wanted: Sequence[tuple[int, int]]) -> list[tuple[Candidate, Shape]]:
         pairs = [(self.candidates[column], self.shapes[row]) for column, row in wanted]
         return [p for p in dict.fromkeys(pairs) if (p[0].key(), p[1]) not in self.measured]
 
-    def _measured_rows(self, column: int) -> set[int]:
-        key = self.keys[column]
-        return {
-            self.shape_index[shape]
-            for (k, shape), seconds in self.measured.items()
-            if k == key and shape in self.shape_index and math.isfinite(seconds)
-        }
+    def _floor_build(self) -> int | None:
+        """Data tiling where it is the floor by itself: a constant weight, and no record of
+        it failing (else: the default)."""
+        tiled = DataTiledCandidate().key()
+        failed = any(not math.isfinite(s) for (k, _), s in self.measured.items() if k == tiled)
+        return self.data_tiled if self.tiling_is_floor and not failed else None
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -454,12 +460,15 @@ class ShapeGenericSearch:
             if not pairs:
                 break
             calls = settings.duel_calls if duel or floor else None
-            self._measure(pairs[:remaining], calls, self.duel.again if duel else frozenset())
+            again = self.duel.again if duel else (self.again if not floor else set())
+            self._measure(pairs[:remaining], calls, again)
             rounds += 1
         estimate, predicted = self.estimate()
         kernels, choice = self._proven_selection(estimate)
         chosen = [self.candidates[c] for c in kernels]
-        exact = self._exact_builds(chosen, choice)
+        left = settings.budget - self.used if settings.exact_budget else 0  # for exact builds
+        args = (self.book, lambda s: chosen[choice[s]], chosen, settings.duel_calls, left)
+        exact = exact_builds(self.workload, self.shapes, *args)
         progress.set(progress.total)
         return SearchResult(
             workload=self.workload,
@@ -477,17 +486,6 @@ class ShapeGenericSearch:
             history=history,
             exact=exact,
         )
-
-    def _exact_builds(
-        self, kernels: list[Candidate], choice: dict[Shape, int]
-    ) -> dict[Shape, float]:
-        """The shapes given their own build (:mod:`.exact_builds`), with what is left."""
-        if not self.settings.exact_budget or not reads_weight_as_is(self.workload, kernels):
-            return {}
-        pair = time_side_by_side(self.book, self.settings.duel_calls)
-        order = exact_order(self.workload, self.shapes)
-        left = self.settings.budget - self.used
-        return walk_exact_builds(order, lambda s: kernels[choice[s]], pair, left)
 
     def first_pairs(self) -> list[tuple[Candidate, Shape]]:
         """What is measured first (:mod:`.first_measurements`)."""
