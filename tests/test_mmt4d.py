@@ -460,6 +460,39 @@ def test_with_a_constant_weight_only_pairs_timed_together_are_evidence_against_d
     assert search.again == {(5,)}
 
 
+@pytest.mark.parametrize("layouts", [2, 1])
+def test_a_family_that_loses_rows_to_the_evidence_keeps_the_rest_beside_data_tiling(
+    layouts: int,
+) -> None:
+    """With data tiling the floor, each family is proven with data tiling beside it to take
+    the rows its kernels lose, where the weight may live in a second layout: selected again
+    over every family, the explicit kernels of `dense_ffn2` (a Zen 4, budget 60), proven
+    4-7x faster than data tiling at small T, lost their large T to ties with it, the packed
+    family took over with no pair beside data tiling, and the plan ran data tiling at
+    every T. With one layout the explicit family cannot hold data tiling and loses."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    settings = SearchSettings(weight_layouts=layouts)
+    search = ShapeGenericSearch(
+        workload_of(constant_projection("nk")), None, None, FAMILY, settings, shapes=ROWS
+    )  # type: ignore[arg-type]
+    packed, tiled, m8 = 1, 2, 4
+    estimate = family_table({}) * 1e-6
+    estimate[16:, m8] = estimate[16:, tiled] * 1.01  # a tie from T = 17: data tiling's rows
+    estimate[:, packed] = estimate[:, m8] * 0.9  # faster, but never timed beside data tiling
+    for t in range(1, 33):
+        time_together(search, t, {FAMILY[c].key(): estimate[t - 1, c] for c in (tiled, m8)})
+    for t in (1, 16):
+        time_together(search, t, {FAMILY[packed].key(): estimate[t - 1, packed]})
+    kernels, choice = search._proven_selection(estimate)
+    picks = [FAMILY[kernels[choice[shape]]].key() for shape in ROWS]
+    if layouts == 1:  # the packed family, data tiling's own (the explicit kernels at T = 1,
+        # 16 vouch for the packed one timed there: no slower than a proven kernel)
+        assert FAMILY[m8].key() not in picks and set(picks[1:15]) == {"datatiled"}
+        return
+    assert picks == [FAMILY[m8].key()] * 16 + ["datatiled"] * 16
+
+
 def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     """Every shape of a regime (the kernel's and data tiling's row-tile counts) costs each
     the same, so the pairs timed side by side in it repeat one comparison: beside data

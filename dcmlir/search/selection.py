@@ -49,6 +49,8 @@ __all__ = [
     "kernel_families",
     "layout_mixes",
     "measured_first",
+    "scored",
+    "select_among",
     "select_kernels",
     "weight_layouts",
 ]
@@ -216,10 +218,21 @@ def _selection(
     settings: SelectionSettings,
 ) -> FamilySelection:
     """The selection among ``columns``, with what it loses to ``floor`` and costs."""
-    row_of = {shape: row for row, shape in enumerate(shapes)}
     used, choice = _select_among(estimate, shapes, columns, settings)
+    return FamilySelection(used, choice, *_scores(estimate, shapes, used, choice, floor), columns)
+
+
+def _scores(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    kernels: list[int],
+    choice: dict[Shape, int],
+    floor: np.ndarray,
+) -> tuple[float, float]:
+    """(lost, cost) of a selection (:class:`FamilySelection`) against ``floor`` [row]."""
+    row_of = {shape: row for row, shape in enumerate(shapes)}
     times = {
-        shape: min(float(estimate[row_of[shape], used[k]]), 1e9) for shape, k in choice.items()
+        shape: min(float(estimate[row_of[shape], kernels[k]]), 1e9) for shape, k in choice.items()
     }
     cost = sum(math.log(t) for t in times.values())
     lost = sum(
@@ -227,7 +240,29 @@ def _selection(
         for shape, t in times.items()
         if math.isfinite(floor[row_of[shape]])
     )
-    return FamilySelection(used, choice, lost, cost, columns)
+    return lost, cost
+
+
+def select_among(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    columns: list[int],
+    candidates: Sequence[Candidate],
+    settings: SelectionSettings,
+) -> FamilySelection:
+    """The selection among ``columns`` alone (any group of them, not only a family)."""
+    return _selection(estimate, shapes, columns, build_floor(estimate, candidates), settings)
+
+
+def scored(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    kernels: list[int],
+    choice: dict[Shape, int],
+    candidates: Sequence[Candidate],
+) -> tuple[float, float]:
+    """(lost, cost) of a selection, as :class:`FamilySelection` has them: lower is better."""
+    return _scores(estimate, shapes, kernels, choice, build_floor(estimate, candidates))
 
 
 def contested_family(

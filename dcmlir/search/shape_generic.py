@@ -64,8 +64,9 @@ from dcmlir.search.floor_builds import (
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike, wrong_results
 from dcmlir.search.outcome import SearchResult
 from dcmlir.search.packed_rows import PackedRows
+from dcmlir.search.proven_selection import fallback_groups, proven_selection
 from dcmlir.search.remainders import RemainderClasses
-from dcmlir.search.selection import finite_geomean, kernel_families, measured_first, select_kernels
+from dcmlir.search.selection import finite_geomean, select_kernels
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
@@ -212,9 +213,6 @@ class ShapeGenericSearch:
         return estimate, predicted
 
     # -- selecting ---------------------------------------------------------------------------
-    def families(self) -> list[list[int]]:
-        return kernel_families(self.candidates, self.settings.floor_only)
-
     def select(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
         """The kernels (columns) and each shape's pick: see :mod:`dcmlir.search.selection`."""
         return select_kernels(estimate, self.shapes, self.candidates, self.settings)
@@ -242,30 +240,24 @@ class ShapeGenericSearch:
         return [(self.candidates[column], self.shapes[row]) for column, row in found]
 
     def _proven_selection(self, estimate: np.ndarray) -> tuple[list[int], dict[Shape, int]]:
-        """The selection once the budget is spent, with no kernel in it on estimates alone:
-        a kernel is ruled out of the rows none of its measurements covers, no side-by-side
-        pair with IREE's default covers, or where the pairs covering them show it slower
-        (:mod:`.baseline_evidence`); the default, or a proven kernel, takes them and the
-        rest is selected again. A measurement takes a tied estimate's shape (``measured_first``)."""
-        estimate = estimate.copy()
+        """The selection once the budget is spent, with no kernel in it on estimates alone
+        (:mod:`.proven_selection`; with data tiling the floor, each family proven beside it)."""
+        floor = self._floor_build()
+        groups = None if floor is None else fallback_groups(self.candidates, self.settings, floor)
+        args = (self.select, self._ruled_out, self._seconds, groups)
+        return proven_selection(estimate, self.shapes, self.candidates, self.settings, *args)
+
+    def _ruled_out(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
+        """Each kernel's rows none of its measurements covers, no side-by-side pair with an
+        IREE build covers, or where the pairs covering them show it slower
+        (:mod:`.baseline_evidence`), unless a kernel that holds the row is no faster there."""
+        regions = self._regions(kernels, choice)
+        out = self.remainders.unproven_rows(regions, self._measured_rows)
         rivals = [c for c in range(len(self.keys)) if c not in self.iree_builds]
-        while True:
-            kernels, choice = self.select(estimate)
-            kernels, choice = measured_first(
-                estimate, self.shapes, kernels, choice, self._seconds, self.settings.tie_margin
-            )
-            regions = self._regions(kernels, choice)
-            out = self.remainders.unproven_rows(regions, self._measured_rows)
-            if self.default is not None:
-                for lost in self._against_iree_builds(regions):
-                    found = unvouched(lost, self._seconds, rivals, self._holds)
-                    for column, rows in found.items():
-                        out.setdefault(column, []).extend(rows)
-            finite = [(c, rows) for c, rows in out.items() if np.isfinite(estimate[rows, c]).any()]
-            if not finite:  # proven, or nothing proven is left to take those rows
-                return kernels, choice
-            for column, rows in finite:
-                estimate[rows, column] = math.inf
+        for lost in self._against_iree_builds(regions) if self.default is not None else ():
+            for column, rows in unvouched(lost, self._seconds, rivals, self._holds).items():
+                out.setdefault(column, []).extend(rows)
+        return out
 
     def _holds(self, column: int, row: int) -> bool:
         """Whether ``column``'s own measurements and pairs keep ``row`` from IREE's builds."""
