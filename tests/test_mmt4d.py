@@ -658,6 +658,9 @@ def test_packed_projections_are_tuned_again_where_another_runs_explicit_kernels(
     packed = report(constant, [PackedCandidate(4, 16), DataTiledCandidate()])
     attention = report(argument, [DefaultCandidate(), DataTiledCandidate()])
     assert list(retuned_in_one_layout([packed, attention], search_of, io.StringIO())) == []
+    # data tiling beside a projection's own explicit kernels: the rows they lose to it
+    beside = report(constant, [Mmt4dCandidate(8, 32), DataTiledCandidate()])
+    assert list(retuned_in_one_layout([beside], search_of, io.StringIO())) == []
     stream = io.StringIO()
     again = list(retuned_in_one_layout([explicit, packed, attention], search_of, stream))
     assert again == [(constant.key, "searched again")]

@@ -79,12 +79,19 @@ def retuned_in_one_layout(
     it the floor was IREE's default alone, which the codegen family (holding the default)
     never loses to, so the codegen family won whatever its speed (`dense_out` on two
     threads: codegen kernels 0.77-1.19x of IREE's default at T = 17..96, where data tiling
-    ran 1.2-2.7x, 1.23x geomean against 1.63x before the search went this way)."""
+    ran 1.2-2.7x, 1.23x geomean against 1.63x before the search went this way).
+
+    A projection whose own plan runs explicit kernels is left alone: data tiling there
+    runs the rows its kernels lose to it (:mod:`dcmlir.search.proven_selection`), and
+    with data tiling the floor only, they ran `mmt4d:m12n32k1` 1.09-1.11x behind it at
+    T = 61, 63 of `dense_ffn2` (a Zen 4, budget 60; never_slower.py)."""
     if not any(r.plan.runs(Mmt4dCandidate) for r in reports):
         return
     for report in reports:
         if packing_problem(report.workload) is not None or not report.plan.runs(PackedFamily):
             continue
+        if report.plan.runs(Mmt4dCandidate):
+            continue  # data tiling takes the rows its explicit kernels lose
         family = [c for c in report.search.candidates if isinstance(c, PackedFamily)]
         tiling = frozenset(c.key() for c in family if isinstance(c, DataTiledCandidate))
         print(
