@@ -345,13 +345,11 @@ def contested_side_by_side(
 ) -> list[tuple[int, int]]:
     """``(kernel column, row)``: the rows of ``beaten`` where the kernel was measured and not
     timed side by side with ``build``: a pair there decides (:func:`contested_rows`)."""
-    return [
-        (column, row)
-        for column, rows in beaten.items()
-        for row in rows
-        if row in measured_rows(column)
-        and row not in _timed_together(column, build, together, again)
-    ]
+    wanted: list[tuple[int, int]] = []
+    for column, rows in beaten.items():
+        open_rows = measured_rows(column) - _timed_together(column, build, together, again)
+        wanted += [(column, row) for row in rows if row in open_rows]
+    return wanted
 
 
 def unvouched(
