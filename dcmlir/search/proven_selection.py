@@ -46,11 +46,9 @@ def fallback_groups(
 ) -> list[list[int]]:
     """Each family's columns with ``floor`` beside them, where ``weight_layouts`` allows the
     weight a second layout (else the family alone: the floor's own family has it)."""
-    groups = []
-    for columns in kernel_families(candidates, settings.floor_only):
-        mixed = settings.weight_layouts > 1 and candidates[floor].key() not in settings.floor_only
-        groups.append(sorted({*columns, floor}) if mixed else columns)
-    return groups
+    mixed = settings.weight_layouts > 1 and candidates[floor].key() not in settings.floor_only
+    families = kernel_families(candidates, settings.floor_only)
+    return [sorted({*columns, floor}) if mixed else columns for columns in families]
 
 
 def proven_selection(

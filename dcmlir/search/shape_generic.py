@@ -354,7 +354,9 @@ class ShapeGenericSearch:
         tiling the floor, :meth:`_beside_floor`."""
         builds = [] if self.default is None else self._builds()
         rows, floor, self.again = self._measured_rows, self._floor_build(), set()
-        prefer = rows(builds[0][0]) if builds else set()  # the floor's: a row it lacks
+        # a row where the first build's pair costs nothing; with data tiling the floor, one
+        # it lacks, so that the two are timed at once there (_beside_floor)
+        prefer = rows(builds[0][0]) if builds else set()
         prefer = prefer if floor is None else set(range(len(self.shapes))) - prefer
         wanted = self.remainders.unproven(regions, rows, prefer)
         if floor is not None:
