@@ -279,8 +279,12 @@ def _timed_together(
     column: int, build: int, together: Together, again: AgainLogs | None
 ) -> set[int]:
     """The rows where the two were timed side by side: first records or timed again."""
-    timed_again = again(column, build) if again is not None else []
-    return together(column, build) | {row for row, _ in timed_again}
+    return together(column, build) | _timed_again(column, build, again)
+
+
+def _timed_again(column: int, build: int, again: AgainLogs | None) -> set[int]:
+    """The rows where the two were timed again side by side."""
+    return {row for row, _ in again(column, build)} if again is not None else set()
 
 
 def _side_by_side_only(
@@ -296,8 +300,8 @@ def _side_by_side_only(
     Zen 3, budget 60) data tiling's record at T = 5 took 1258 us, its record at T = 8 (the
     same one 8-row tile) 792, and a 4-row kernel kept T = 5..8 on it, 1.05-1.11x slower
     than data tiling there (benchmarks/never_slower.py)."""
-    timed = _timed_together(column, build, together, again)
     first = together(column, build)
+    timed = first | _timed_again(column, build, again)
     pair = (column, build)
 
     def rows(c: int) -> set[int]:

@@ -18,7 +18,7 @@ import numpy as np
 from dcmlir.measure.loop import MeasureReport
 from dcmlir.records import Record
 from dcmlir.search.floor_builds import steady
-from dcmlir.search.side_by_side import Pairs, side_by_side
+from dcmlir.search.side_by_side import Pairs
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 
@@ -123,15 +123,8 @@ class MeasuredPairs:
 
     def together_rows(self, column: int, build: int) -> set[int]:
         """The rows where the two columns' first records come from one call of the measurer."""
-        mine, theirs = self.keys[column], self.keys[build]
-        return {
-            self.shape_index[shape]
-            for (key, shape), record in self.records.items()
-            if key == mine
-            and record.ok
-            and side_by_side(self.records, mine, theirs, shape)
-            and self.records[theirs, shape].ok
-        }
+        logs = Pairs(self.records).first_logs(self.keys[column], self.keys[build])
+        return {self.shape_index[shape] for shape, _ in logs}
 
     def again_logs(self, column: int, build: int) -> list[tuple[int, float]]:
         """(row, log ratio) of the pairs of the two columns timed again."""

@@ -45,6 +45,10 @@ class Pairs:
 
     def logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
         """``log(mine / theirs)`` of every pair of the two (a shape may hold two)."""
+        return self.first_logs(mine, theirs) + self.again_logs(mine, theirs)
+
+    def first_logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
+        """``log(mine / theirs)`` of the pairs of the two's first records timed side by side."""
         found = []
         for (key, shape), record in self.records.items():
             other = self.records.get((theirs, shape))
@@ -52,7 +56,7 @@ class Pairs:
                 continue
             if side_by_side(self.records, mine, theirs, shape):
                 found.append((shape, math.log(record.median / other.median)))
-        return found + self.again_logs(mine, theirs)
+        return found
 
     def again_logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
         """``log(mine / theirs)`` of the pairs of the two timed again."""
