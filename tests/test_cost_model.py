@@ -433,6 +433,11 @@ def test_the_default_learns_a_tile_on_a_dynamic_reduction_too():
     assert table == pytest.approx([seconds(*s) for s in [(8, 8), (9, 9), (16, 16), (17, 17)]])
     waste = default_waste(model, DefaultCandidate(), [(9, 9), (16, 16)], table[1:3])
     assert waste == pytest.approx([16 * 16 / 81, 1.0])
+    # the part data tiling does not share: K's (its f32 tiles pad M and N, not K)
+    reduction = default_waste(
+        model, DefaultCandidate(), [(9, 9), (16, 16)], table[1:3], part="reduction"
+    )
+    assert reduction == pytest.approx([16 / 9, 1.0])
 
 
 def test_the_default_learns_what_its_partial_distribution_tiles_cost():
@@ -456,6 +461,9 @@ def test_the_default_learns_what_its_partial_distribution_tiles_cost():
     assert table == pytest.approx([seconds(*s) for s in checked])
     waste = default_waste(model, DefaultCandidate(), [(63, 63), (128, 128)], table[:2])
     assert waste[0] > 3.5 and waste[1] == pytest.approx(1.0)
+    ends = [(63, 63), (128, 128)]
+    no_k = default_waste(model, DefaultCandidate(), ends, table[:2], part="reduction")
+    assert no_k == pytest.approx([1.0, 1.0])  # scores: K is static, nothing data tiling lacks
 
     even = CostModel(workload, TARGET, 1, call_floor=False)
     even.update(_default_records(workload, shapes, lambda m, n: seconds(m, n, 1.0)))

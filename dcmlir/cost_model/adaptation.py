@@ -30,7 +30,7 @@ from dcmlir.records import Record
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DefaultCandidate
 from dcmlir.target import CpuTarget, Target
-from dcmlir.workload import Workload
+from dcmlir.workload import K, Workload
 
 __all__ = ["AdaptationModel", "default_tile_prior"]
 
@@ -153,6 +153,16 @@ class AdaptationModel(ABC):
     def adaptation(self, candidate: Candidate, shape: Sequence[int]) -> float:
         """``pad * occ`` of one candidate on one shape, with this model's curve and tile."""
         return self._adaptation_in(self._tiling_of(candidate), _space(self.workload, shape))
+
+    def reduction_padding(self, candidate: Candidate, shape: Sequence[int]) -> float:
+        """Real over computed elements of one candidate's pad tiles on its reduction loops
+        alone (<= 1): the part of IREE's default's padding that data tiling, whose f32 tiles
+        do not pad K, does not share."""
+        tiling = self._tiling_of(candidate)
+        loops = zip(self.workload.dims, tiling.pad, strict=True)
+        tiles = [tile if dim.role == K else 0 for dim, tile in loops]
+        real, computed = _pad_parts(_space(self.workload, shape), tiles)
+        return real / computed if computed else 1.0
 
     def partial_cost(self, candidate: Candidate, shape: Sequence[int]) -> float:
         """What IREE's default's partial distribution tiles add to its work at ``shape``

@@ -51,7 +51,7 @@ __all__ = [
     "RESOLUTION",
     "SAME",
     "STEADY_QUANTILE",
-    "WASTE_TRUST",
+    "WASTE_PARTS",
     "FloorBuilds",
     "default_waste",
     "partial_waste",
@@ -88,15 +88,19 @@ NEIGHBOURHOOD = 2.0
 """Pairs whose every dynamic extent is within this factor of another's are its neighbours
 when it is outvoted (:data:`OUTVOTED`)."""
 
-WASTE_TRUST = 0.5
-"""The power the default's waste (:func:`default_waste`) is taken to in
-:meth:`FloorBuilds.estimate`: the geometric mean of the ratio interpolated with the waste
-and without it. The waste is the cost model's pad tile for the default, and that can be
-wrong: on attention scores with 8 heads of size 128 the model steps the default every
-8 T, IREE's default is flat from 49 to 64, and through the whole waste the pairs (data
-tiling 0.85-0.91x the default at 33 x 33, 57 x 7 and 12 x 101) put data tiling 1.03x
-slower at T = 62..64, where it was 0.76x (never_slower.py, budget 60). Between the two
-estimates, the geometric mean picks the build whose worse case is the smaller."""
+WASTE_PARTS = "reduction"
+"""The part of IREE's default's padding (:func:`default_waste`) :meth:`FloorBuilds.estimate`
+takes out of the pairs' ratios: its pad tile on the reduction loops only. Data tiling pads
+M and N to its own 16 x 16 (AVX-512) tile as the default pads them to its tile, so their
+steps on M and N are largely shared, and the ratio of their times does not carry them; its
+f32 tiles do not pad K, where the default pads to 16 (attention context). With half of
+the whole waste (M, N and K), the ratio carried the model's M and N steps that the two
+builds share: at T = 17..24 of attention scores the pairs at 27 x 27 and 30 x 16 (0.98,
+1.18) put data tiling 0.66-0.87x the default, the bench had 1.08-1.21x, and the plan ran
+it there (never_slower.py, budget 60). Judged offline on the pairs of fourteen tunes
+(seven attention workloads, budgets 60 and 240) against the bench's two side-by-side
+runs: the T where the floor's pick was more than 1.03x the faster build went from 67 to
+45 of 560 (docs/benchmarks.md, "The floor's waste on the reduction loops only")."""
 
 PARTIAL_TRUST = 1.0
 """The power the part of the default's waste its partial distribution tiles make (the cost
@@ -203,14 +207,14 @@ class FloorBuilds:
         counts as not measured. Left alone without a pair, or where data tiling never
         ran.
 
-        ``waste`` [row] (:func:`default_waste`): how much slower the default is than it
-        would be without its padding. What is interpolated is the ratio to the default
-        without it, so that the default's steps are not carried into data tiling's
-        estimate: IREE's default pads attention context's M to 8 and K to 16 and is flat
-        from 9 x 9 to 16 x 16, data tiling's time grows across that stretch; pairs at
-        8 x 2 and 15 x 15 (data tiling 1.0x and 1.12x the default) made it 1.1x slower at
-        9 x 9, where it was 0.84x, and the plan ran the default there (never_slower.py,
-        budget 60). Only half of it (:data:`WASTE_TRUST`): the model's pad tile can be wrong."""
+        ``waste`` [row] (:func:`default_waste` of :data:`WASTE_PARTS`): how much slower the
+        default is than it would be without the padding data tiling does not share. What is
+        interpolated is the ratio to the default without it, so that the default's steps
+        are not carried into data tiling's estimate: IREE's default pads attention
+        context's K to 16 and is flat from 9 x 9 to 16 x 16, data tiling's time grows
+        across that stretch; pairs at 8 x 2 and 15 x 15 (data tiling 1.0x and 1.12x the
+        default) made it 1.1x slower at 9 x 9, where it was 0.84x, and the plan ran the
+        default there (never_slower.py, budget 60)."""
         every = self.ratios(seconds)
         ratios = self.trusted(every)
         if not ratios or not np.isfinite(estimate[:, self.tiled]).any():
@@ -220,7 +224,7 @@ class FloorBuilds:
         weights = 1.0 / (distance + 1e-3) ** RATIO_POWER
         waste = np.ones(len(self.shapes)) if waste is None else waste
         partial = np.ones(len(self.shapes)) if partial is None else partial
-        waste = (waste / partial) ** WASTE_TRUST * partial**PARTIAL_TRUST
+        waste = waste * partial**PARTIAL_TRUST
         logs = np.log([ratios[row] * waste[row] for row in pairs])
         ratio = np.exp((weights * logs).sum(axis=1) / weights.sum(axis=1)) / waste
         ratio = np.where(ratio > 1 / (1 + SAME), np.maximum(ratio, 1 + SAME), ratio)
@@ -279,26 +283,36 @@ class FloorBuilds:
         return None
 
 
+WASTE_METHODS = {
+    "all": "adaptation",
+    "reduction": "reduction_padding",
+    "partial": "partial_cost",
+}
+"""The parts of the default's waste :func:`default_waste` knows, and the model's method for
+each (``partial_cost`` says how much dearer, the others what share of the work is real)."""
+
+
 def default_waste(
     model: object,
     default: Candidate,
     shapes: Sequence[Shape],
     predicted: np.ndarray,
     *,
-    partial_only: bool = False,
+    part: str = "all",
 ) -> np.ndarray | None:
     """[row] the default's predicted time over that time without its padding (>= 1): its
     steps, as the cost model's effective tiles put them (its fixed costs, the call floor
-    and the result's own, are not padded). ``partial_only``: without the cost of its
-    partial distribution tiles only (the model's ``partial_cost``), its padding kept.
-    None for a model that does not say (no ``adaptation``)."""
-    adaptation = getattr(model, "partial_cost" if partial_only else "adaptation", None)
+    and the result's own, are not padded). ``part`` (:data:`WASTE_METHODS`): ``"all"``;
+    ``"reduction"``, its padding on the reduction loops only; ``"partial"``, the cost of
+    its partial distribution tiles only, its padding kept. None for a model that does not
+    say (no such method)."""
+    adaptation = getattr(model, WASTE_METHODS[part], None)
     if adaptation is None:
         return None
     fixed = getattr(model, "fixed_seconds", None)
     floor = fixed(shapes) if fixed is not None else 0.0
     pads = np.array([adaptation(default, shape) for shape in shapes], dtype=float)
-    if partial_only:
+    if part == "partial":
         pads = 1.0 / pads
     busy = np.maximum(predicted - floor, 0.0)
     smooth = floor + busy * pads
@@ -314,12 +328,12 @@ def partial_waste(
 ) -> np.ndarray:
     """[row] what IREE's default's partial distribution tiles add to its time as ``model``
     predicts it (``predicted``: the default's column of its prediction, where it is at hand;
-    :func:`default_waste`'s ``partial_only``), 1 without a model that says: the floor's
+    :func:`default_waste`'s ``"partial"``), 1 without a model that says: the floor's
     estimate and the pairs with the default are carried across shapes net of it."""
     if predicted is None:
         predict = getattr(model, "predict", None)
         if predict is None:
             return np.ones(len(shapes))
         predicted = np.asarray(predict([default], shapes), dtype=float)[:, 0]
-    found = default_waste(model, default, shapes, predicted, partial_only=True)
+    found = default_waste(model, default, shapes, predicted, part="partial")
     return np.ones(len(shapes)) if found is None else found

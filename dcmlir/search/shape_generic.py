@@ -57,6 +57,7 @@ from dcmlir.search.first_measurements import first_measurements
 from dcmlir.search.floor_builds import (
     FLOOR_SHARE,
     PARTIAL_TRUST,
+    WASTE_PARTS,
     FloorBuilds,
     default_waste,
     partial_waste,
@@ -205,7 +206,7 @@ class ShapeGenericSearch:
         if self.floor is not None:
             default = self.candidates[self.default]
             own = predicted[:, self.default]  # the default's predicted times
-            waste = default_waste(self.model, default, self.shapes, own)
+            waste = default_waste(self.model, default, self.shapes, own, part=WASTE_PARTS)
             self.floor.estimate(estimate, self.book.steady, waste, self._partial_waste(own))
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
