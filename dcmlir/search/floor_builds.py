@@ -97,10 +97,11 @@ f32 tiles do not pad K, where the default pads to 16 (attention context). With h
 the whole waste (M, N and K), the ratio carried the model's M and N steps that the two
 builds share: at T = 17..24 of attention scores the pairs at 27 x 27 and 30 x 16 (0.98,
 1.18) put data tiling 0.66-0.87x the default, the bench had 1.08-1.21x, and the plan ran
-it there (never_slower.py, budget 60). Judged offline on the pairs of fourteen tunes
-(seven attention workloads, budgets 60 and 240) against the bench's two side-by-side
-runs: the T where the floor's pick was more than 1.03x the faster build went from 67 to
-45 of 560 (docs/benchmarks.md, "The floor's waste on the reduction loops only")."""
+it there (never_slower.py, budget 60). Judged on the pairs of 21 tunes (seven attention
+workloads; budgets 60 and 240, and 60 again after the change) against the bench's
+side-by-side runs (``benchmarks/floor_check.py``): the T where the floor's pick was more
+than 1.03x the faster build went from 106 to 67 (docs/benchmarks.md, "The floor's waste on
+the reduction loops only")."""
 
 PARTIAL_TRUST = 1.0
 """The power the part of the default's waste its partial distribution tiles make (the cost
