@@ -15,6 +15,14 @@ add, are left out.
     python benchmarks/floor_check.py \\
         --records docs/results/never_slower/floor_evidence/b60.jsonl.gz,... \\
         --bench docs/results/never_slower/b60,docs/results/never_slower/b240 [--verbose]
+
+``--grid-oracle`` does the same on a grid oracle (``oracle.py --grid``), the oracle the
+truth: the pairs are those of the replayed searches (``grid_replay.py``'s, budgets 60, 110
+and 240, seeds 0-2), kept in ``--evidence`` by a run with ``--dump`` (so one search's
+pairs judge another floor):
+
+    python benchmarks/floor_check.py --grid-oracle docs/results/oracle_zen3_grid.jsonl.gz \\
+        --evidence docs/results/never_slower/floor_evidence/zen3_grid_searches.json.gz [--dump]
 """
 
 from __future__ import annotations
@@ -30,42 +38,31 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from never_slower import all_workloads
+from oracle import load_oracle
+from quality import load_problem, search
 
 from dcmlir.cost_model import CostModel
 from dcmlir.driver.loading import load_model
-from dcmlir.measure.loop import MeasureReport
 from dcmlir.records import Record
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_generic import ShapeGenericSearch
 from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.shapes import Shape
-from dcmlir.space import Candidate, workload_space
+from dcmlir.space import workload_space
 from dcmlir.target import target_from_json
+from dcmlir.testing.replay import ReplayMeasurer, ReplayTable
 from dcmlir.workload import Workload
 
 SLOWER = 1.03
 """A pick above this over the faster build misses issue 14's 0.97x."""
 
-
-class RecordsOnly:
-    """A measurer that answers from records and times nothing."""
-
-    def __init__(self, records: dict[tuple[str, Shape], Record]) -> None:
-        self.records = records
-
-    def measure_pairs(
-        self,
-        pairs: Sequence[tuple[Candidate, Shape]],
-        *,
-        calls: int | None = None,
-        again: bool = False,
-    ) -> MeasureReport:
-        report = MeasureReport(workload=None, candidates=[], shapes=[])  # type: ignore[arg-type]
-        for candidate, shape in pairs:
-            record = self.records.get((candidate.key(), shape))
-            if record is not None:
-                report.records[candidate.key(), shape] = record
-        return report
+GRID_WORKLOADS = (
+    "attention_scores",
+    "attention_context",
+    "heldout_scores_h80",
+    "unseen_context_h80",
+)
+"""The workloads of the Zen 3's grid oracle (``docs/results/oracle_zen3_grid.jsonl.gz``)."""
 
 
 def load_records(path: Path) -> list[Record]:
@@ -94,57 +91,115 @@ def truth(benches: Sequence[Path], name: str) -> dict[int, tuple[float, float]]:
 
 
 def floor_picks(
-    workload: Workload, records: list[Record], t_values: Sequence[int]
+    workload: Workload,
+    table: ReplayTable,
+    found: Sequence[tuple[str, Shape]],
+    shapes: Sequence[Shape],
+    t_values: Sequence[int],
+    seed: int = 0,
 ) -> dict[int, str]:
-    """T -> the floor's pick on the diagonal, from every pair of ``records``."""
-    target = target_from_json(records[0].target)
+    """T -> the floor's pick at T x T, the search on ``shapes`` given the pairs ``found``
+    at once (as a resumed tune reads its records), answered from ``table``, nothing timed."""
+    target = target_from_json(table.target)
     candidates = workload_space(target, workload)
     by_key = {c.key(): c for c in candidates}
-    found: dict[tuple[str, Shape], Record] = {}
-    for record in records:
-        if record.kind == "measure" and record.candidate_key in by_key:
-            found.setdefault((record.candidate_key, tuple(record.shape)), record)
-    settings = SearchSettings(seed=0)  # the tune's grid (seed 0, as never_slower.py tunes)
-    grid = shapes_in_range(workload, settings.max_shapes, settings.seed)
-    shapes = {tuple(s) for s in grid} | {(t, t) for t in t_values} | {s for _, s in found}
-    model = CostModel(workload, target, 1, 0, route="config")
+    pairs = [(by_key[key], tuple(shape)) for key, shape in found if key in by_key]
+    every = sorted({tuple(s) for s in shapes} | {(t, t) for t in t_values} | {s for _, s in pairs})
+    model = CostModel(workload, target, 1, seed, route="config")
     search = ShapeGenericSearch(
         workload,
-        RecordsOnly(found),
+        ReplayMeasurer(workload, table),
         model,
         candidates,
-        settings,
+        SearchSettings(seed=seed),
         stream=io.StringIO(),
-        shapes=sorted(shapes),
+        shapes=every,
     )
-    # every pair at once, as a resumed tune reads its records; then the estimate the plan's
-    # floor comes from
-    search._measure([(by_key[key], shape) for key, shape in found])
+    search._measure(pairs)  # the evidence; then the estimate the plan's floor comes from
     estimate, _ = search.estimate()
     default, tiled = search.default, search.data_tiled
     if default is None or tiled is None or search.floor is None:
         raise SystemExit(f"floor_check: {workload.key}: no floor of two IREE builds here")
-    picks = {}
-    for t in t_values:
-        row = search.shape_index[(t, t)]
-        picks[t] = "datatiled" if estimate[row, tiled] < estimate[row, default] else "default"
-    return picks
+    rows = {t: search.shape_index[(t, t)] for t in t_values}
+    return {
+        t: "datatiled" if estimate[row, tiled] < estimate[row, default] else "default"
+        for t, row in rows.items()
+    }
+
+
+def tune_picks(
+    workload: Workload, records: list[Record], t_values: Sequence[int]
+) -> dict[int, str]:
+    """:func:`floor_picks` from a tune's records (the newest of each pair), on the grid that
+    tune searched (seed 0, as ``never_slower.py`` tunes)."""
+    table = ReplayTable.from_records(records, workload.key)
+    settings = SearchSettings(seed=0)
+    grid = shapes_in_range(workload, settings.max_shapes, settings.seed)
+    return floor_picks(workload, table, list(table.records), grid, t_values)
+
+
+def grid_check(oracle: Path, evidence: Path, dump: bool) -> tuple[int, float]:
+    """On a grid oracle (``oracle.py --grid``): each replayed search's pairs (``--dump``:
+    replay the searches, :func:`quality.search`, and keep their pairs in ``evidence``;
+    else read them there) given to :func:`floor_picks`, its picks on the diagonal against
+    the oracle's two builds. (T above 1.03, sum of log losses.)"""
+    records = load_oracle(oracle)
+    texts = all_workloads()
+    kept = {} if dump else json.loads(gzip.decompress(evidence.read_bytes()))
+    misses, excess = 0, 0.0
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in GRID_WORKLOADS:
+            problem = load_problem(name, texts[name], records, Path(scratch))
+            diagonal = [s[0] for s in problem.shapes if len(set(s)) == 1]
+            for budget in (60, 110, 240):
+                for seed in (0, 1, 2):
+                    key = f"{name}:{budget}:{seed}"
+                    if dump:
+                        result, _ = search(problem, budget, seed)
+                        kept[key] = [[k, list(s)] for k, s in result.measured]
+                        continue
+                    table, found = problem.table, [(k, tuple(s)) for k, s in kept[key]]
+                    picks = floor_picks(
+                        problem.workload, table, found, problem.shapes, diagonal, seed
+                    )
+                    losses = [
+                        table.seconds(pick, (t, t))
+                        / min(table.seconds(b, (t, t)) for b in ("default", "datatiled"))
+                        for t, pick in picks.items()
+                    ]
+                    slower = sum(loss > SLOWER for loss in losses)
+                    misses += slower
+                    excess += sum(math.log(v) for v in losses)
+                    print(f"{key}: {slower} T above {SLOWER}x of {len(losses)}", flush=True)
+    if dump:
+        evidence.write_bytes(gzip.compress(json.dumps(kept).encode()))
+    return misses, excess
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", help="comma-separated tune records (.jsonl[.gz])")
+    parser.add_argument("--bench", help="comma-separated never_slower.py result folders")
     parser.add_argument(
-        "--records", required=True, help="comma-separated tune records (.jsonl[.gz])"
+        "--grid-oracle", type=Path, help="instead: a grid oracle (oracle.py --grid)"
     )
-    parser.add_argument(
-        "--bench", required=True, help="comma-separated never_slower.py result folders"
-    )
+    parser.add_argument("--evidence", type=Path, help="with --grid-oracle: the searches' pairs")
+    parser.add_argument("--dump", action="store_true", help="replay the searches into --evidence")
     parser.add_argument(
         "--workloads", default="", help="default: every attention workload in the records"
     )
     parser.add_argument("--verbose", action="store_true", help="every T: pick, estimate and truth")
     parser.add_argument("--out", type=Path, help="write the figures here (JSON)")
     args = parser.parse_args()
+    if args.grid_oracle is not None:
+        if args.evidence is None or not (args.dump or args.evidence.exists()):
+            parser.error("--grid-oracle needs --evidence (a file, or --dump to make it)")
+        misses, excess = grid_check(args.grid_oracle, args.evidence, args.dump)
+        if not args.dump:
+            print(f"total: {misses} T above {SLOWER}x; sum of log losses {excess:.2f}")
+        return 0
+    if not args.records or not args.bench:
+        parser.error("--records and --bench are needed (or --grid-oracle)")
     benches = [Path(p) for p in args.bench.split(",")]
     texts = all_workloads()
     names = (
@@ -166,7 +221,7 @@ def main() -> int:
                 known = truth(benches, name)
                 if not own or not known:
                     continue
-                picks = floor_picks(workload, own, sorted(known))
+                picks = tune_picks(workload, own, sorted(known))
                 losses = {
                     t: known[t][pick == "datatiled"] / min(known[t]) for t, pick in picks.items()
                 }
