@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dcmlir.ir.mlir import arith, ir, scf, tensor
+from dcmlir.ir.mlir import arith, ir, linalg, scf, tensor
 from dcmlir.shapes import Shape
 from dcmlir.workload import Workload
 
@@ -33,15 +33,32 @@ def static_type(workload: Workload, operand: int, shape: Shape, element: ir.Type
 
 def fix_extents(op: ir.Operation, workload: Workload, shape: Shape) -> None:
     """Cast every dynamic operand of ``op`` through its static type at ``shape`` (casts
-    inserted just before ``op``)."""
+    inserted just before ``op``). An operand that is a fill (the accumulator) is filled
+    again at its static type instead (:func:`_static_operand`)."""
     with ir.InsertionPoint(op), op.location:
         for operand in range(len(workload.operand_loops)):
             value = op.operands[operand]
             if ir.RankedTensorType(value.type).has_static_shape:
                 continue
             element = ir.RankedTensorType(value.type).element_type
-            fixed = tensor.CastOp(static_type(workload, operand, shape, element), value).result
+            fixed = _static_operand(value, static_type(workload, operand, shape, element))
             op.operands[operand] = tensor.CastOp(value.type, fixed).result
+
+
+def _static_operand(value: ir.Value, static: ir.Type) -> ir.Value:
+    """``value`` at its static type ``static``: a fill made again at that type (its own
+    empty tensor, the value filled the same), anything else cast.
+
+    A cast of the dispatch's shared accumulator kept IREE from forming the fill into the
+    dispatches of the other branches: the data-tiling branch of attention context
+    (16 heads of size 80) ran 1.07-1.13x behind IREE's own data-tiling build with three
+    exact builds in the module, 1.01-1.02x with a fill of their own
+    (``benchmarks/data_tiling_branch.py``; docs/design.md section 13)."""
+    owner = value.owner if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.name != "linalg.fill":
+        return tensor.CastOp(static, value).result
+    empty = ir.Operation.create("tensor.empty", results=[static], operands=[])
+    return linalg.fill(owner.operands[0], outs=[empty.results[0]])
 
 
 def exact_cascade(
