@@ -49,11 +49,12 @@ def _static_operand(value: ir.Value, static: ir.Type) -> ir.Value:
     """``value`` at its static type ``static``: a fill made again at that type (its own
     empty tensor, the value filled the same), anything else cast.
 
-    A cast of the dispatch's shared accumulator kept IREE from forming the fill into the
-    dispatches of the other branches: the data-tiling branch of attention context
-    (16 heads of size 80) ran 1.07-1.13x behind IREE's own data-tiling build with three
-    exact builds in the module, 1.01-1.02x with a fill of their own
-    (``benchmarks/data_tiling_branch.py``; docs/design.md section 13)."""
+    With a cast of the dispatch's shared accumulator, IREE ran the module's other branches
+    slower (which of its passes the cast disturbs was not looked for): the data-tiling
+    branch of attention context with 16 heads of size 80 ran 1.08-1.13x behind IREE's own
+    data-tiling build at T = 13 and 77 with three exact builds in the module, 1.01-1.02x
+    with a fill of their own (``benchmarks/data_tiling_branch.py``; docs/design.md
+    section 13)."""
     owner = value.owner if isinstance(value, ir.OpResult) else None
     if owner is None or owner.name != "linalg.fill":
         return tensor.CastOp(static, value).result
