@@ -51,6 +51,7 @@ from dcmlir.search.baseline_evidence import (
     side_by_side_wants,
     unvouched,
 )
+from dcmlir.search.chase import ChaseLimit
 from dcmlir.search.exact_builds import exact_builds
 from dcmlir.search.family_duel import FamilyDuel
 from dcmlir.search.first_measurements import first_measurements
@@ -140,6 +141,7 @@ class ShapeGenericSearch:
         self.measured, self.records = self.book.seconds, self.book.records
         self._seconds, self._measured_rows = self.book.finite, self.book.measured_rows
         self.again: set[Shape] = set()  # of the proofs' pairs, the shapes timed again
+        self.chase = ChaseLimit.for_budget(self.settings.budget, self.settings.contender_margin)
         self._cherry_pick = cherry_pick if cherry_pick is not None else default_cherry_pick
         self.duel = FamilyDuel(self.candidates, self.settings.budget, self.settings.duel_share)
 
@@ -211,6 +213,7 @@ class ShapeGenericSearch:
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
+        self.chase.apply(estimate, [c for c in range(len(self.keys)) if not self._measured_rows(c)])
         return estimate, predicted
 
     # -- selecting ---------------------------------------------------------------------------
@@ -456,7 +459,10 @@ class ShapeGenericSearch:
                 break
             calls = settings.duel_calls if duel or floor else None
             again = self.duel.again if duel else (self.again if not floor else set())
+            args = (estimate, self.columns, self.shape_index, self._measured_rows)
+            firsts = self.chase.firsts(pairs[:remaining], *args)
             self._measure(pairs[:remaining], calls, again)
+            self.chase.count(firsts, self.measured)
             rounds += 1
         estimate, predicted = self.estimate()
         kernels, choice = self._proven_selection(estimate)
