@@ -38,7 +38,8 @@ CHASE_SHARE = 0.03  # ... or this share of the budget, where that is more
 
 @dataclass(frozen=True)
 class FirstMeasurement:
-    """A kernel's first pair anywhere, and what it was estimated at before it was timed."""
+    """A pair of a kernel never measured before its round, and its estimate then (a
+    round may time several pairs of one new kernel: each counts at its own shape)."""
 
     key: str
     shape: Shape
@@ -66,7 +67,7 @@ class ChaseLimit:
         shape_index: Mapping[Shape, int],
         measured_rows: Callable[[int], object],
     ) -> list[FirstMeasurement]:
-        """Of ``pairs`` about to be timed, those that are their kernel's first."""
+        """Of ``pairs`` about to be timed, those of kernels measured nowhere yet."""
         found = []
         for candidate, shape in pairs:
             column = columns.get(candidate.key())
