@@ -31,7 +31,7 @@ def test_the_limit_is_three_misses_or_three_percent_of_the_budget() -> None:
     assert ChaseLimit.for_budget(240, 0.15).limit == 7
 
 
-def test_only_first_measurements_slower_beyond_the_margin_count() -> None:
+def test_only_new_kernels_pairs_slower_beyond_the_margin_count() -> None:
     chase = ChaseLimit(limit=2, margin=0.15)
     firsts = [
         FirstMeasurement("a", (5,), 0, 1.0),  # 1.2x: a miss
