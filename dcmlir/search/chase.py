@@ -22,7 +22,7 @@ never fired: each plan was the same with the limit off.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,13 +65,13 @@ class ChaseLimit:
         estimate: np.ndarray,
         columns: Mapping[str, int],
         shape_index: Mapping[Shape, int],
-        measured_rows: Callable[[int], object],
+        never_measured: Collection[int],
     ) -> list[FirstMeasurement]:
-        """Of ``pairs`` about to be timed, those of kernels measured nowhere yet."""
+        """Of ``pairs`` about to be timed, those of the ``never_measured`` columns."""
         found = []
         for candidate, shape in pairs:
             column = columns.get(candidate.key())
-            if column is None or shape not in shape_index or measured_rows(column):
+            if column not in never_measured or shape not in shape_index:
                 continue
             row = shape_index[shape]
             guess = float(estimate[row, column])

@@ -102,6 +102,15 @@ class MeasuredPairs:
             if k == key and shape in self.shape_index and math.isfinite(seconds)
         }
 
+    def never_measured(self) -> list[int]:
+        """The columns with a finite first record at no row (one pass over the records)."""
+        seen = {
+            key
+            for (key, shape), seconds in self.seconds.items()
+            if shape in self.shape_index and math.isfinite(seconds)
+        }
+        return [column for column, key in enumerate(self.keys) if key not in seen]
+
     def finite(self, column: int, row: int) -> float | None:
         """The column's first record at the row, where it is finite."""
         found = self.seconds.get((self.keys[column], self.shapes[row]))

@@ -213,7 +213,7 @@ class ShapeGenericSearch:
         for (key, _), record in self.records.items():
             if key in self.columns and wrong_results(record):
                 estimate[:, self.columns[key]] = math.inf  # miscompiled once: trusted nowhere
-        self.chase.apply(estimate, [c for c in range(len(self.keys)) if not self._measured_rows(c)])
+        self.chase.apply(estimate, self.book.never_measured())
         return estimate, predicted
 
     # -- selecting ---------------------------------------------------------------------------
@@ -430,8 +430,7 @@ class ShapeGenericSearch:
             progress.set(self.used)
             estimate, predicted = self.estimate()
             if budget - self.used <= self.settings.reserve:  # prove, discover no more
-                unmeasured = [c for c in range(len(self.keys)) if not self._measured_rows(c)]
-                estimate[:, unmeasured] = math.inf
+                estimate[:, self.book.never_measured()] = math.inf
             kernels, choice = self.select(estimate)
             chosen = [estimate[self.shape_index[s], kernels[k]] for s, k in choice.items()]
             history.append(
@@ -459,7 +458,7 @@ class ShapeGenericSearch:
                 break
             calls = settings.duel_calls if duel or floor else None
             again = self.duel.again if duel else (self.again if not floor else set())
-            args = (estimate, self.columns, self.shape_index, self._measured_rows)
+            args = (estimate, self.columns, self.shape_index, set(self.book.never_measured()))
             firsts = self.chase.firsts(pairs[:remaining], *args)
             self._measure(pairs[:remaining], calls, again)
             self.chase.count(firsts, self.measured)
