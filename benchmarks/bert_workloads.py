@@ -27,6 +27,25 @@ def dense_module(k: int, n: int) -> str:
 """
 
 
+def transposed_module(k: int, n: int) -> str:
+    """``?xk @ (nxk)^T``: a projection as torch's ``Linear`` writes it."""
+    maps = (
+        "affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
+        "affine_map<(d0, d1, d2) -> (d0, d1)>"
+    )
+    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>) -> tensor<?x{n}xf32> {{
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x{k}xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x{n}xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  %r = linalg.matmul indexing_maps = [{maps}]
+      ins(%x, %w : tensor<?x{k}xf32>, tensor<{n}x{k}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  return %r : tensor<?x{n}xf32>
+}}
+"""
+
+
 def scores_module(heads: int, head_dim: int) -> str:
     """Attention scores, ``Q[heads, T, head_dim] @ K^T[heads, head_dim, T]``."""
     h, d = heads, head_dim

@@ -6,8 +6,10 @@ BERT-large-sized FFN, ``?x1024 @ 1024x4096``; a transposed-weight projection as 
 80), three unseen (added with the code fixed, before any was timed: ``?x1536 @
 1536x384``; attention scores with 8 heads of size 128; attention context with 16 heads of
 size 80; developed on since) and three fresh (added the same way after that:
-``?x384 @ 384x1536``; attention scores and context with 12 heads of size 96), T dynamic
-in 1..128:
+``?x384 @ 384x1536``; attention scores and context with 12 heads of size 96) and four
+novel (added the same way on 2026-12-03: issue 14's ``?x640 @ (1280x640)^T``, GPT-2's
+``?x768 @ 768x2304``, attention scores with 8 heads of size 32 and context with 8 heads
+of size 48), T dynamic in 1..128:
 
 1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
    what the search had), the projections with their weight a module constant (as in a
@@ -41,7 +43,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bert_workloads import DENSE, context_module, dense_module, scores_module
+from bert_workloads import DENSE, context_module, dense_module, scores_module, transposed_module
 from bert_workloads import workloads as bert_workloads
 from constant_weight_bench import (
     BASELINES,
@@ -93,21 +95,10 @@ RECHECK_SAMPLE = 1e-9
 """A re-measurement's sample is one timed call per input set, after one untimed call of the
 same build: the builds alternate call by call, each timed call on its own build's caches."""
 
-TRANSPOSED = """func.func @main(%x: tensor<?x512xf32>, %w: tensor<2048x512xf32>) -> tensor<?x2048xf32> {
-  %c0 = arith.constant 0 : index
-  %t = tensor.dim %x, %c0 : tensor<?x512xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<?x2048xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x2048xf32>) -> tensor<?x2048xf32>
-  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
-      ins(%x, %w : tensor<?x512xf32>, tensor<2048x512xf32>) outs(%init : tensor<?x2048xf32>) -> tensor<?x2048xf32>
-  return %r : tensor<?x2048xf32>
-}
-"""
 
 HELD_OUT = {
     "heldout_large_ffn1": dense_module(1024, 4096),
-    "heldout_linear_t": TRANSPOSED,
+    "heldout_linear_t": transposed_module(512, 2048),
     "heldout_scores_h80": scores_module(16, 80),
 }
 # Added on 2026-11-29 with the code fixed (0c2a30a) before anything of them was timed:
@@ -124,11 +115,30 @@ FRESH = {
     "fresh_scores_h96": scores_module(12, 96),
     "fresh_context_h96": context_module(12, 96),
 }
-WEIGHTED = {*DENSE, "heldout_large_ffn1", "heldout_linear_t", "unseen_proj_narrow", "fresh_ffn_384"}
+# Added on 2026-12-03 with the code fixed (a39d63a) before anything of them was timed: the
+# transposed projection of issue 14's report (``?x640 @ (1280x640)^T``), GPT-2's fused QKV
+# projection, and attention with head sizes 32 and 48.
+NOVEL = {
+    "novel_linear_t_640": transposed_module(640, 1280),
+    "novel_gpt2_qkv": dense_module(768, 2304),
+    "novel_scores_h32": scores_module(8, 32),
+    "novel_context_h48": context_module(8, 48),
+}
+NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL}
+"""Every workload the search was not developed on when it was added."""
+WEIGHTED = {
+    *DENSE,
+    "heldout_large_ffn1",
+    "heldout_linear_t",
+    "unseen_proj_narrow",
+    "fresh_ffn_384",
+    "novel_linear_t_640",
+    "novel_gpt2_qkv",
+}
 
 
 def all_workloads() -> dict[str, str]:
-    return {**bert_workloads(), **HELD_OUT, **UNSEEN, **FRESH}
+    return {**bert_workloads(), **NEW}
 
 
 def run(
@@ -164,7 +174,7 @@ def run(
         name=name,
     )
     result.info["budget"] = budget
-    result.info["held_out"] = name in HELD_OUT or name in UNSEEN or name in FRESH
+    result.info["held_out"] = name in NEW
     result.info["rechecked"] = recheck(name, result, records, every)
     result.info["rechecked_all"] = every
     write_outputs(result, out)
@@ -250,8 +260,12 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
         "2026-11-29 with the code fixed (0c2a30a) before any of them was timed; the floor "
         "changed after what h128 showed (133864a). Fresh: `fresh_ffn_384` (`?x384 @ "
         "384x1536`), `fresh_scores_h96` and `fresh_context_h96` (12 heads of size 96): added "
-        "with the code fixed at 133864a before any of them was timed, no search code changed "
-        "after. Projections with a constant weight; one thread, side by side in "
+        "with the code fixed at 133864a before any of them was timed. Novel: "
+        "`novel_linear_t_640` (`?x640 @ (1280x640)^T`, issue 14's report), `novel_gpt2_qkv` "
+        "(`?x768 @ 768x2304`), `novel_scores_h32` (8 heads of size 32), `novel_context_h48` "
+        "(attention context, 8 heads of size 48): added on 2026-12-03 with the code fixed "
+        "(a39d63a) before any of them was timed. Projections with a constant weight; one "
+        "thread, side by side in "
         f"one process, interleaved per T, every output checked; {len(SHAPES)} T. A cell's "
         "ratio is dcmlir's time / the faster of IREE default and IREE data tiling at that T, "
         "the median of the per-round ratios (above 1: slower than the best IREE build); the "
