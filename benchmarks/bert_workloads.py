@@ -15,16 +15,7 @@ DENSE = {
 
 
 def dense_module(k: int, n: int) -> str:
-    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<?x{n}xf32> {{
-  %c0 = arith.constant 0 : index
-  %t = tensor.dim %x, %c0 : tensor<?x{k}xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<?x{n}xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
-  %r = linalg.matmul ins(%x, %w : tensor<?x{k}xf32>, tensor<{k}x{n}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
-  return %r : tensor<?x{n}xf32>
-}}
-"""
+    return _projection(k, n, f"{k}x{n}", "linalg.matmul")
 
 
 def transposed_module(k: int, n: int) -> str:
@@ -33,14 +24,19 @@ def transposed_module(k: int, n: int) -> str:
         "affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
         "affine_map<(d0, d1, d2) -> (d0, d1)>"
     )
-    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{n}x{k}xf32>) -> tensor<?x{n}xf32> {{
+    return _projection(k, n, f"{n}x{k}", f"linalg.matmul indexing_maps = [{maps}]\n     ")
+
+
+def _projection(k: int, n: int, weight: str, matmul: str) -> str:
+    """``?xk`` activations times a ``weight``-shaped weight by ``matmul`` (the op's name and
+    its indexing maps, where not the plain ones)."""
+    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{weight}xf32>) -> tensor<?x{n}xf32> {{
   %c0 = arith.constant 0 : index
   %t = tensor.dim %x, %c0 : tensor<?x{k}xf32>
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty(%t) : tensor<?x{n}xf32>
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
-  %r = linalg.matmul indexing_maps = [{maps}]
-      ins(%x, %w : tensor<?x{k}xf32>, tensor<{n}x{k}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  %r = {matmul} ins(%x, %w : tensor<?x{k}xf32>, tensor<{weight}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
   return %r : tensor<?x{n}xf32>
 }}
 """
