@@ -257,6 +257,32 @@ def test_a_pair_in_the_rows_own_class_decides_before_a_nearer_one_with_more_rema
     assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1, 2]}
 
 
+def test_an_iree_build_in_the_kernels_place_is_judged_by_the_nearest_pair() -> None:
+    """Data tiling (column 0) beside the default (column 1) at T = 8, 12, 24, the masks the
+    default's class alone (a remainder of its 8-row tile at 12). Data tiling lost at 8 and
+    won at 12; T = 24 shares 8's class, but data tiling runs no remainder code of its own,
+    so the nearer pair, 12, decides (attention context with 8 heads of size 48, budget 60:
+    a pair at 8 x 26 outvoted one at 12 x 32 and the plan ran the default at 24 x 24,
+    1.17x data tiling's time)."""
+    masks = np.array([[0, 0], [1, 1], [0, 0]])
+    shapes = [(8,), (12,), (24,)]
+    distance, near = log_distance(shapes), np.ones((3, 3), dtype=bool)
+    times = {(0, 0): 1.19, (1, 0): 1.0, (0, 1): 0.73, (1, 1): 1.0}
+
+    def seconds(column: int, row: int) -> float | None:
+        return times.get((column, row))
+
+    def rows(column: int) -> set[int]:
+        return {row for c, row in times if c == column}
+
+    regions = {0: [2]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [2]}
+    found = beaten_rows(masks, near, distance, regions, seconds, 1, 0.02, by_class=False)
+    assert found == {}
+    builds = [(1, masks), (0, masks)]  # both IREE's: column 0 is judged by distance
+    assert against_builds(builds, near, distance, regions, rows, seconds, 0.02) == ({}, {})
+
+
 def test_a_pair_is_carried_to_a_row_net_of_the_defaults_waste() -> None:
     """Rows T = 64 and 63 of an AVX2 Zen 3, where IREE's default runs whole tiles at 64 and
     partial ones at 63 (102 us and 330 us on attention scores). The kernel lost by 10%

@@ -133,12 +133,18 @@ def beaten_rows(
     again: AgainLogs | None = None,
     waste: np.ndarray | None = None,
     speaks: Speaks | None = None,
+    by_class: bool = True,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them show it
     slower than the default by more than ``margin``. Closest: in the row's own remainder
     class first (a pair with more remainders timed the kernel's remainder code, which the
     row does not run; docs/design.md section 7 step 6), then by ``distance[pair row, row]``
-    (equal to 1e-9; a pair at the row itself decides). Pairs of one ``regime`` are one
+    (equal to 1e-9; a pair at the row itself decides). Not ``by_class`` (an IREE build in
+    the kernel's place: no remainder code of its own, the classes are the default's alone):
+    by distance alone. Class first let a pair at 8 x 26 of attention context (8 heads of
+    size 48; data tiling 1.19x the default, both M a multiple of the default's 8-row tile)
+    outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan ran the default there,
+    1.17x data tiling's time (never_slower.py, budget 60). Pairs of one ``regime`` are one
     comparison: where some were timed side by side (``again`` too), each shows their
     geomean ratio. ``waste`` [row]: how much slower than smooth the cost model has the
     default there (:func:`dcmlir.search.floor_builds.default_waste`); a pair's ratio is
@@ -167,7 +173,7 @@ def beaten_rows(
         beaten = []
         for row in region:
             covering = [
-                ((masks[r] != masks[row], round(float(distance[r, row]), 9)), value)
+                ((by_class and masks[r] != masks[row], round(float(distance[r, row]), 9)), value)
                 for r, value in _carried(pairs, steps, row)
                 if cover[r, row]
             ]
@@ -265,9 +271,8 @@ def against_builds(
             found = unpaired_rows(joint, near, own, rows, build, speaks)
             unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
-            lost = beaten_rows(
-                joint, near, distance, own, timed, build, line, regime, again, steps, speaks
-            )
+            args = (line, regime, again, steps, speaks, column not in columns)
+            lost = beaten_rows(joint, near, distance, own, timed, build, *args)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
