@@ -283,6 +283,25 @@ def test_an_iree_build_in_the_kernels_place_is_judged_by_the_nearest_pair() -> N
     assert against_builds(builds, near, distance, regions, rows, seconds, 0.02) == ({}, {})
 
 
+def test_the_default_is_a_choice_beyond_the_cap_on_kernels() -> None:
+    """Three kernels each fastest on one shape, IREE's default on the first, a cap of two.
+    The cover takes two kernels; the default is the op as it was (no executable of its
+    own) and stays a choice where it is faster (`novel_context_h48`, budget 240: 7 kernels
+    and data tiling filled the cap and data tiling ran at T = 13 and 15, 1.28x and 1.34x
+    the default's time)."""
+    from dcmlir.search.selection import select_kernels
+
+    candidates = [DefaultCandidate(), *(CpuCandidate(8 * i, 64, 8, 16, 1) for i in (1, 2, 4))]
+    shapes = [(t,) for t in range(1, 5)]
+    estimate = np.array(  # default, then three kernels: each fastest on one shape
+        [[5.0, 10.0, 10.0, 10.0], [3.0, 1.0, 2.0, 2.0], [3.0, 2.0, 1.0, 2.0], [3.0, 2.0, 2.0, 1.0]]
+    )
+    settings = SearchSettings(max_kernels=2, top_k=1)
+    kernels, choice = select_kernels(estimate, shapes, candidates, settings)
+    assert candidates[kernels[choice[(1,)]]].key() == "default"
+    assert len([k for k in kernels if k != 0]) == 2  # the cap holds the kernels
+
+
 def test_a_pair_is_carried_to_a_row_net_of_the_defaults_waste() -> None:
     """Rows T = 64 and 63 of an AVX2 Zen 3, where IREE's default runs whole tiles at 64 and
     partial ones at 63 (102 us and 330 us on attention scores). The kernel lost by 10%
