@@ -193,9 +193,7 @@ def _chosen(
         return best
     floor = build_floor(estimate, candidates)
     free = _free_columns(candidates)
-    mixed = min(
-        (_selection(estimate, shapes, c, floor, settings, free) for c in mixes), key=_rank
-    )
+    mixed = min((_selection(estimate, shapes, c, floor, settings, free) for c in mixes), key=_rank)
     return mixed if mixed.lost <= best.lost - math.log1p(MIX_GAIN) else best
 
 
