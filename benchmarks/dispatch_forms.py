@@ -36,17 +36,17 @@ HEAD = """func.func @main(%a: tensor<?x48xf32>, %b: tensor<48x48xf32>) -> tensor
 Tree = tuple  # ("leaf", kernel) | ("split", threshold, left, right)
 
 
-def random_tree(rng: random.Random, lo: int, hi: int, splits: int) -> Tree:
-    if splits == 0:
-        return ("leaf", rng.randrange(KERNELS))
-    threshold = rng.randrange(lo, hi)
-    left = rng.randrange(0, splits)
-    return (
-        "split",
-        threshold,
-        random_tree(rng, lo, threshold, left),
-        random_tree(rng, threshold + 1, hi, splits - 1 - left),
-    )
+def random_tree(rng: random.Random, splits: int) -> Tree:
+    """A random binary search tree over ``splits`` distinct thresholds of M in 1..127."""
+
+    def subtree(thresholds: list[int]) -> Tree:
+        if not thresholds:
+            return ("leaf", rng.randrange(KERNELS))
+        root = rng.randrange(len(thresholds))
+        left, right = thresholds[:root], thresholds[root + 1 :]
+        return ("split", thresholds[root], subtree(left), subtree(right))
+
+    return subtree(sorted(rng.sample(range(1, 128), splits)))
 
 
 class Text:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--shapes", default="3,17,64,120")
     args = parser.parse_args(argv)
-    tree = random_tree(random.Random(args.seed), 1, 128, args.splits)
+    tree = random_tree(random.Random(args.seed), args.splits)
     texts = {"selects": selects_module(tree), "blocks": blocks_module(tree), "one": one_module()}
     calls: dict[str, LoadedFunction] = {}
     for name, text in texts.items():
