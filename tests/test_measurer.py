@@ -177,44 +177,6 @@ def test_builder_cache_hit_compiles_nothing(tmp_path: Path) -> None:
     assert all(b.ok and b.cached and b.seconds == 0.0 for b in built)
 
 
-def test_kernels_dcmlir_builds_for_the_cpu_have_aligned_code_and_iree_baselines_not(
-    tmp_path: Path,
-) -> None:
-    """IREE links a module's executables into one object: without the alignment a kernel's
-    loops land where the others put them (the same data-tiled kernel 1.02-1.09x IREE's
-    build in one dispatched module, 0.95-1.02x in another). The tuner's builds and the
-    dispatched module are aligned; IREE's own build, the baseline, is not; nor is CUDA."""
-    from test_bench import SMALL_DENSE, small_plan
-
-    from dcmlir.build.compiler import CODE_ALIGNMENT_FLAGS, build
-    from dcmlir.driver import compile, compile_default
-    from dcmlir.ir.iree import CompilerRun
-
-    seen: list[tuple[str, ...]] = []
-
-    def recording(text: str, flags: tuple[str, ...], timeout: float | None) -> CompilerRun:
-        seen.append(tuple(flags))
-        return CompilerRun(1, b"", "error: not compiled (test)")
-
-    workload = workload_of(DENSE)
-    with Builder(CpuTarget(), compiler=recording) as builder:
-        builder.build(workload, PICKED[:1])
-    with Builder(CudaTarget(), compiler=recording) as builder:
-        builder.build(workload, [candidate_from_key("cuda:wg32x64:t4x4:k8:p")])
-    cpu, cuda = seen[0], seen[-1]
-    assert cpu[-len(CODE_ALIGNMENT_FLAGS) :] == CODE_ALIGNMENT_FLAGS
-    assert not set(CODE_ALIGNMENT_FLAGS) & set(cuda)
-    source = tmp_path / "dense.mlir"
-    source.write_text(SMALL_DENSE)
-    dispatched = compile(source, plan=small_plan(SMALL_DENSE), stream=io.StringIO())
-    aligned = build(dispatched.mlir, CpuTarget(), CODE_ALIGNMENT_FLAGS)
-    assert aligned.cached and aligned.vmfb == dispatched.vmfb  # built with exactly these
-    assert build(dispatched.mlir, CpuTarget()).vmfb != dispatched.vmfb
-    default = compile_default(source)
-    assert build(SMALL_DENSE, CpuTarget()).cached  # IREE's own layout: no extra flags
-    assert default == build(SMALL_DENSE, CpuTarget()).vmfb
-
-
 def test_cuda_without_gpu_builds_records_and_says_so(tmp_path: Path) -> None:
     workload = workload_of(DENSE)
     db = RecordDatabase(tmp_path / "r.jsonl", fsync=False)

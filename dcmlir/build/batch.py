@@ -19,7 +19,6 @@ from dcmlir.build.compiler import (
     Compiler,
     HasCompileFlags,
     build,
-    code_alignment_flags,
     default_cache,
     scratch_directory,
 )
@@ -155,7 +154,7 @@ class Builder:
         result = build(
             text,
             self.target,
-            (*request.flags, *code_alignment_flags(self.target), *self.extra_flags),
+            (*request.flags, *self.extra_flags),
             source_name=f"{workload.key}.mlir",
             timeout=self.time_limit(len(chunk)),
             uncached_flags=request.uncached_flags,

@@ -30,7 +30,6 @@ from dcmlir.files import write_atomic
 from dcmlir.ir.iree import STDIN_NAME, CompilerRun, run_compile, versions
 
 __all__ = [
-    "CODE_ALIGNMENT_FLAGS",
     "TARGETS",
     "Build",
     "BuildCache",
@@ -38,7 +37,6 @@ __all__ = [
     "build",
     "cache_key",
     "clear_cache",
-    "code_alignment_flags",
     "compile_module",
     "default_cache",
     "default_cache_dir",
@@ -319,24 +317,6 @@ class HasCompileFlags(Protocol):
     """A target description (see :mod:`dcmlir.target`) that knows its iree-compile flags."""
 
     def compile_flags(self) -> tuple[str, ...]: ...
-
-
-CODE_ALIGNMENT_FLAGS = ("--align-all-functions=6", "--align-all-nofallthru-blocks=6")
-"""LLVM's layout for the CPU code dcmlir builds: every function, and every block entered
-only by a jump, on a 64-byte boundary. IREE links a module's executables into one object,
-so a kernel's loops otherwise land where the other kernels (and the length of the source's
-name in the debug info) put them. The same data-tiled kernel, with the same host code
-around it, ran 1.02-1.09x IREE's data-tiling build in `novel_context_h48`'s dispatched
-module fed on stdin, 0.95-1.02x in the same module read from a file or in a module of its
-own; aligned, 0.99-1.03x in each (docs/design.md section 8)."""
-
-
-def code_alignment_flags(target: str | HasCompileFlags) -> tuple[str, ...]:
-    """:data:`CODE_ALIGNMENT_FLAGS` for an ``llvm-cpu`` target (kernels dcmlir builds and
-    the modules it dispatches; IREE's own builds a dispatch is compared with keep IREE's
-    layout), none for another."""
-    backend = target if isinstance(target, str) else getattr(target, "backend", None)
-    return CODE_ALIGNMENT_FLAGS if backend == "llvm-cpu" else ()
 
 
 def flags_of(target: str | HasCompileFlags) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dcmlir.build.compiler import Build, BuildError, build, code_alignment_flags
+from dcmlir.build.compiler import Build, BuildError, build
 from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
 from dcmlir.dispatch import Plan, PlanError, PlannedKernel, WorkloadPlan
@@ -110,7 +110,6 @@ def compile(
             with_data_tiling and bool(dispatched) and loaded.runs(Mmt4dCandidate)
         )
         run_flags = flags + _kernel_flags(loaded, bool(dispatched), data_tiled)
-        run_flags += code_alignment_flags(loaded.target)
         try:
             built = build(mlir, loaded.target, run_flags, source_name=source)
         except BuildError as err:
@@ -266,7 +265,6 @@ def _build_plan(
     """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build)."""
     mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
     run_flags = flags + _kernel_flags(plan, bool(dispatched), False)
-    run_flags += code_alignment_flags(plan.target)
     return mlir, dispatched, build(mlir, plan.target, run_flags, source_name=source)
 
 
