@@ -198,30 +198,50 @@ def recheck(name: str, result: BenchResult, records: Path, every: bool = False) 
         return {}
     rounds = RECHECK_ALL_ROUNDS if every else RECHECK_ROUNDS
     which = "every T" if every else f"{len(flagged)} T above {RECHECK}"
-    found: dict[str, list[float]] = {_label(s): [] for s in flagged}
+    source, plan = records / f"{name}.mlir", records / f"{name}.plan.json"
+    found = remeasure(
+        source, plan, flagged, result.weights, rounds, records / "oracle.jsonl", which
+    )
+    return {_label(shape): ratio for shape, ratio in found.items()}
+
+
+def remeasure(
+    source: Path,
+    plan: Path,
+    shapes: list[tuple[int, ...]],
+    weights: str,
+    rounds: int = RECHECK_ROUNDS,
+    db: Path | None = None,
+    which: str = "",
+) -> dict[tuple[int, ...], float]:
+    """``plan``'s dispatch of ``source`` timed at ``shapes`` beside the two IREE builds
+    alone, call by call, in :data:`RECHECK_PROCESSES` fresh processes: each shape's median
+    ratio to the faster build (:func:`recheck`, ``benchmarks/plan_variants.py``)."""
+    found: dict[tuple[int, ...], list[float]] = {}
     for process in range(RECHECK_PROCESSES):
         say(
-            f"{name}: timing {which} again, call by call, {rounds} rounds, "
+            f"{source.stem}: timing {which or f'{len(shapes)} T'} again, call by call, "
+            f"{rounds} rounds, "
             f"process {process + 1} of {RECHECK_PROCESSES}"
         )
         again = bench(
-            records / f"{name}.mlir",
-            plan=records / f"{name}.plan.json",
+            source,
+            plan=plan,
             dims=[RANGE],
-            shapes=flagged,
+            shapes=shapes,
             settings=BenchSettings(
                 baselines=("dcmlir", *PEERS),
                 min_time=RECHECK_SAMPLE,
                 rounds=rounds,
                 warm_calls=1,
-                weights=result.weights,
+                weights=weights,
             ),
-            db=records / "oracle.jsonl",
-            name=name,
+            db=db if db is not None else plan.with_name("oracle.jsonl"),
+            name=source.stem,
         )
         for shape, ratio in zip(again.shapes, ratios(again, "dcmlir"), strict=False):
-            found[_label(shape)].append(ratio)
-    return {label: statistics.median(values) for label, values in found.items() if values}
+            found.setdefault(tuple(shape), []).append(ratio)
+    return {shape: statistics.median(values) for shape, values in found.items() if values}
 
 
 def _label(shape: tuple[int, ...]) -> str:

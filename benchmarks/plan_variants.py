@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import io
 import json
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from never_slower import PEERS, RANGE, RECHECK_PROCESSES, RECHECK_ROUNDS, RECHECK_SAMPLE, ratios
-
-from dcmlir.bench import BenchSettings, bench
+from never_slower import remeasure
 
 
 def variants(plan: dict[str, Any], kernel: str) -> dict[str, dict[str, Any]]:
@@ -67,31 +63,6 @@ def _every_leaf(node: dict[str, Any], kernel: int) -> None:
     _every_leaf(node["right"], kernel)
 
 
-def remeasured(source: Path, plan: Path, shapes: list[int], weights: str) -> dict[int, float]:
-    """never_slower.py's re-measurement of ``plan`` at ``shapes``: T -> ratio."""
-    found: dict[int, list[float]] = {}
-    with tempfile.TemporaryDirectory() as work:
-        for _ in range(RECHECK_PROCESSES):
-            result = bench(
-                source,
-                plan=plan,
-                dims=[RANGE],
-                shapes=[(t,) for t in shapes],
-                settings=BenchSettings(
-                    baselines=("dcmlir", *PEERS),
-                    min_time=RECHECK_SAMPLE,
-                    rounds=RECHECK_ROUNDS,
-                    warm_calls=1,
-                    weights=weights,
-                ),
-                db=Path(work) / "records.jsonl",
-                stream=io.StringIO(),
-            )
-            for shape, ratio in zip(result.shapes, ratios(result, "dcmlir"), strict=True):
-                found.setdefault(shape[0], []).append(ratio)
-    return {t: statistics.median(values) for t, values in found.items()}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True, help="a plan never_slower.py wrote")
@@ -107,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| variant | " + " | ".join(f"T={t}" for t in shapes) + " |")
     print("|---|" + "---:|" * len(shapes))
     with tempfile.TemporaryDirectory() as work:
+        db = Path(work) / "records.jsonl"
         for label, variant in variants(plan, args.kernel).items():
             path = Path(work) / f"{label}.plan.json"
             path.write_text(json.dumps(variant))
-            found = remeasured(source, path, shapes, args.weights)
-            print(f"| {label} | " + " | ".join(f"{found[t]:.3f}" for t in shapes) + " |")
+            found = remeasure(source, path, [(t,) for t in shapes], args.weights, db=db)
+            by_t = {shape[0]: ratio for shape, ratio in found.items()}
+            print(f"| {label} | " + " | ".join(f"{by_t[t]:.3f}" for t in shapes) + " |")
     return 0
 
 
