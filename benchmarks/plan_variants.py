@@ -15,6 +15,12 @@ of the processes' ratios to the faster build):
 Reproduce: ``python benchmarks/plan_variants.py --plan
 results/never_slower_epyc-novel/b60/novel_context_h48.plan.json --kernel datatiled --shapes
 33,65,127``.
+
+``--placements``: instead, the plan compiled from stdin (no placement) and under each
+placement of its code at another offset (:mod:`dcmlir.driver.placing`), the one the
+tune chose marked: ``python benchmarks/plan_variants.py --placements --plan
+results/never_slower_epyc-placement/b60/unseen_context_h80.plan.json --shapes
+5,9,13,17,23,31,33,63,97,127``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from never_slower import remeasure
+
+from dcmlir.dispatch import Plan
+from dcmlir.driver.placing import _distinct_placements
 
 
 def variants(plan: dict[str, Any], kernel: str) -> dict[str, dict[str, Any]]:
@@ -46,6 +55,17 @@ def variants(plan: dict[str, Any], kernel: str) -> dict[str, dict[str, Any]]:
     everywhere = copy.deepcopy(workload["tree"])
     _every_leaf(everywhere["root"], index)
     found[f"{kernel}-everywhere"] = _with(plan, tree=everywhere)
+    return found
+
+
+def placement_variants(plan: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
+    """The plan from stdin, and under each placement whose code lands at another offset."""
+    chosen = plan.get("placement")
+    stdin = {k: v for k, v in plan.items() if k != "placement"}
+    found = {"stdin": stdin}
+    for placement in _distinct_placements(Plan.from_json(stdin), source):
+        mark = " (chosen)" if placement == chosen else ""
+        found[f"placement {placement}{mark}"] = {**stdin, "placement": placement}
     return found
 
 
@@ -69,22 +89,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default="datatiled", help="the kernel the variants run")
     parser.add_argument("--shapes", default="33,65,127")
     parser.add_argument("--weights", default="argument", choices=("argument", "constant"))
+    parser.add_argument("--placements", action="store_true", help="the plan's placements")
     args = parser.parse_args(argv)
     name = args.plan.name.removesuffix(".plan.json")
     source = args.plan.with_name(f"{name}.mlir")
     shapes = [int(t) for t in args.shapes.split(",")]
     plan = json.loads(args.plan.read_text())
-    print(f"`{name}`, kernel `{args.kernel}`: dcmlir over the faster IREE build, re-measured")
-    print("| variant | " + " | ".join(f"T={t}" for t in shapes) + " |")
-    print("|---|" + "---:|" * len(shapes))
+    what = "placements" if args.placements else f"kernel `{args.kernel}`"
+    print(f"`{name}`, {what}: dcmlir over the faster IREE build, re-measured")
+    print("| variant | " + " | ".join(f"T={t}" for t in shapes) + " | worst |")
+    print("|---|" + "---:|" * (len(shapes) + 1))
     with tempfile.TemporaryDirectory() as work:
         db = Path(work) / "records.jsonl"
-        for label, variant in variants(plan, args.kernel).items():
+        found = placement_variants(plan, source) if args.placements else variants(plan, args.kernel)
+        for label, variant in found.items():
             path = Path(work) / f"{label}.plan.json"
             path.write_text(json.dumps(variant))
             found = remeasure(source, path, [(t,) for t in shapes], args.weights, db=db)
             by_t = {shape[0]: ratio for shape, ratio in found.items()}
-            print(f"| {label} | " + " | ".join(f"{by_t[t]:.3f}" for t in shapes) + " |")
+            cells = " | ".join(f"{by_t[t]:.3f}" for t in shapes)
+            print(f"| {label} | {cells} | worst {max(by_t.values()):.3f} |", flush=True)
     return 0
 
 

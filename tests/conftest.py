@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dcmlir.driver.roles import Roles
+from dcmlir.testing import keep_placement
+
 
 @pytest.fixture(scope="session", autouse=True)
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -15,6 +18,14 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DCMLIR_CACHE_DIR", str(directory))
         yield directory
+
+
+@pytest.fixture(autouse=True)
+def no_placement_timing() -> Iterator[None]:
+    """Tunes keep the search's plan: the placement step compiles the module four more times
+    (its own tests put the real one back in scope)."""
+    with Roles(placement=keep_placement).in_scope():
+        yield
 
 
 @pytest.fixture

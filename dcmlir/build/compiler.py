@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dcmlir.build.code_layout import placement_name
 from dcmlir.files import write_atomic
 from dcmlir.ir.iree import STDIN_NAME, CompilerRun, run_compile, versions
 
@@ -64,8 +65,9 @@ DISPATCH_REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 """Repeats every dispatch of a function that many times in its command buffer: a call then
 times the device's work R times over one host round trip (for measuring only)."""
 
-Compiler = Callable[[str, Sequence[str], float | None], CompilerRun]
-"""How ``iree-compile`` is run: :func:`dcmlir.ir.iree.run_compile`, or a test's stand-in."""
+Compiler = Callable[..., CompilerRun]
+"""How ``iree-compile`` is run: :func:`dcmlir.ir.iree.run_compile`, or a test's stand-in,
+called as ``(text, flags, timeout)``, with ``input_name=`` for a placement."""
 
 CACHE_ENV = "DCMLIR_CACHE_DIR"
 _MAX_ERROR_LINES = 12
@@ -335,6 +337,7 @@ def build(
     timeout: float | None = None,
     uncached_flags: Sequence[str] = (),
     compiler: Compiler = run_compile,
+    placement: int | None = None,
 ) -> Build:
     """Compile ``mlir_text`` for ``target``; a cached result when the key matches.
 
@@ -343,9 +346,12 @@ def build(
     ``uncached_flags`` reach iree-compile but not the cache key: where to dump
     intermediates, which does not change the compiled bytes. ``compiler`` runs
     ``iree-compile`` (a seam for tests: a fake crash, or proof that a cache hit compiles nothing).
+    ``placement``: compile under that placement's file name (:mod:`.code_layout`; the
+    ``compiler`` is then given ``input_name``), else from stdin.
     """
     flags = (*flags_of(target), *extra_flags)
-    key = cache_key(mlir_text, flags)
+    named = None if placement is None else placement_name(placement)
+    key = cache_key(mlir_text, flags if named is None else (*flags, f"<input {named}>"))
     store = None
     if use_cache:
         store = cache if cache is not None else default_cache()
@@ -354,11 +360,14 @@ def build(
             return Build(found[0], key, cached=True, seconds=0.0, log=found[1])
     start = time.perf_counter()
     try:
-        result = compiler(mlir_text, (*flags, *uncached_flags), timeout)
+        if named is None:
+            result = compiler(mlir_text, (*flags, *uncached_flags), timeout)
+        else:
+            result = compiler(mlir_text, (*flags, *uncached_flags), timeout, input_name=named)
     except subprocess.TimeoutExpired:
         raise BuildError(f"iree-compile ran past the {timeout:g} s time limit") from None
     seconds = time.perf_counter() - start
-    log_text = result.log.replace(f"{STDIN_NAME}:", f"{source_name}:")
+    log_text = result.log.replace(f"{named or STDIN_NAME}:", f"{source_name}:")
     if result.returncode != 0 or not result.output:
         raise BuildError(_error_summary(log_text, result.returncode), log_text)
     if store is not None:

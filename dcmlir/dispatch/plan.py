@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dcmlir.build.code_layout import LONGEST
 from dcmlir.dispatch.json_fields import get_field, pretty_json
 from dcmlir.dispatch.workload_plan import WorkloadPlan
 from dcmlir.files import write_atomic
@@ -67,12 +68,17 @@ class Plan:
     ``cuda``); None in plans written before dcmlir recorded it."""
     threads: int | None = None
     """The threads they were timed with (1 on ``local-sync``)."""
+    placement: int | None = None
+    """Where the compiled module's code lands (:mod:`dcmlir.build.code_layout`), the fastest
+    of those timed after tuning; None: compiled as IREE compiles a module from stdin."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.predicted, bool):
             raise ValueError(f"predicted={self.predicted!r} must be true or false")
         if self.threads is not None and (isinstance(self.threads, bool) or self.threads < 1):
             raise ValueError(f"threads={self.threads!r} must be a whole number >= 1")
+        if self.placement is not None and not 0 <= self.placement <= LONGEST:
+            raise ValueError(f"placement={self.placement!r} must be in 0..{LONGEST}")
         if self.level not in LEVELS:
             raise ValueError(f"level '{self.level}' is not one of {', '.join(LEVELS)}")
         keys = [w.key for w in self.workloads]
@@ -112,6 +118,8 @@ class Plan:
             found["device"] = self.device
         if self.threads is not None:
             found["threads"] = self.threads
+        if self.placement is not None:
+            found["placement"] = self.placement
         found["workloads"] = [w.to_json() for w in self.workloads]
         return found
 
@@ -154,6 +162,7 @@ class Plan:
             predicted=get_field(obj, "predicted", bool, "plan") if "predicted" in obj else False,
             device=get_field(obj, "device", str, "plan") if "device" in obj else None,
             threads=get_field(obj, "threads", int, "plan") if "threads" in obj else None,
+            placement=get_field(obj, "placement", int, "plan") if "placement" in obj else None,
         )
 
     def device_mismatch(self, device: str, threads: int) -> str | None:

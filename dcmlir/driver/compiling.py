@@ -111,7 +111,9 @@ def compile(
         )
         run_flags = flags + _kernel_flags(loaded, bool(dispatched), data_tiled)
         try:
-            built = build(mlir, loaded.target, run_flags, source_name=source)
+            built = build(
+                mlir, loaded.target, run_flags, source_name=source, placement=loaded.placement
+            )
         except BuildError as err:
             if data_tiled:
                 first = next((line for line in str(err).splitlines() if "error" in line), "")
@@ -265,7 +267,11 @@ def _build_plan(
     """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build)."""
     mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
     run_flags = flags + _kernel_flags(plan, bool(dispatched), False)
-    return mlir, dispatched, build(mlir, plan.target, run_flags, source_name=source)
+    return (
+        mlir,
+        dispatched,
+        build(mlir, plan.target, run_flags, source_name=source, placement=plan.placement),
+    )
 
 
 def _to_default(plan: Plan, kept: dict[str, bool]) -> Plan:

@@ -22,6 +22,8 @@ from typing import IO
 from dcmlir.build.batch import Builder
 from dcmlir.build.routes import route_named
 from dcmlir.cost_model import CostModel, parallel_units_for
+from dcmlir.dispatch import Plan
+from dcmlir.driver.placing import choose_placement
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import Runner, RunnerSettings
 from dcmlir.records import RecordDatabase
@@ -39,6 +41,10 @@ CostModelFactory = Callable[..., CostModel]
 """Called as :class:`~dcmlir.cost_model.CostModel` is: ``(workload, target, units, seed,
 *, route)``."""
 
+PlacementChooser = Callable[..., Plan]
+"""Called as :func:`~dcmlir.driver.placing.choose_placement` is: ``(plan, input, *,
+stream)``, the plan back with its placement (a test's keeps the plan as it is)."""
+
 _IN_SCOPE: ContextVar[Roles | None] = ContextVar("dcmlir_tuning_roles", default=None)
 
 
@@ -49,7 +55,7 @@ class Roles:
     ``database`` is a ready database or a factory of one from the ``db`` path;
     ``search`` holds the search's settings, its budget replaced by each workload's
     share (with it, ``tune``'s ``max_kernels``, ``weight_layouts`` and ``seed`` are not used
-    for the search).
+    for the search); ``placement`` chooses where the tuned module's code lands.
     """
 
     builder: BuilderFactory | None = None
@@ -57,6 +63,7 @@ class Roles:
     database: RecordDatabase | DatabaseFactory | None = None
     cost_model: CostModelFactory | None = None
     search: SearchSettings | None = None
+    placement: PlacementChooser | None = None
 
     @classmethod
     def current(cls) -> Roles:
@@ -129,3 +136,7 @@ class Roles:
                 budget=budget, max_kernels=max_kernels, seed=seed, weight_layouts=weight_layouts
             )
         return dataclasses.replace(self.search, budget=budget)
+
+    def place(self, plan: Plan, input: str | Path, stream: IO[str]) -> Plan:
+        """The plan with its compiled module's placement (:mod:`.placing`)."""
+        return (self.placement or choose_placement)(plan, input, stream=stream)

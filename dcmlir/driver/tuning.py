@@ -97,6 +97,7 @@ def tune(
     cost_model: CostModelFactory | None = None,
     search: SearchSettings | None = None,
     predict: bool | None = None,
+    placement: bool = True,
 ) -> TuneReport:
     """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
@@ -116,6 +117,9 @@ def tune(
     timed on; ``threads``: ``local-task``'s workers (default every core), which is also
     the ``P`` the cost model spreads tile grids over; the plan records both. The model's
     workload graph is saved beside the plan (``plan.graph.json``).
+
+    ``placement``: time the compiled module under four placements of its code and keep
+    the fastest in the plan (:mod:`dcmlir.driver.placing`; CPU targets).
 
     ``predict``: plan a CUDA target from the offline model (:mod:`dcmlir.driver.offline`)
     instead of timing; None: do so where no GPU is here and ptxas is installed. The plan
@@ -281,6 +285,7 @@ def tune(
     for failure in failed:
         print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
     plan = make_plan(reports)
+    plan = roles.place(plan, input, stream) if placement else plan
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
     return TuneReport(
         plan,

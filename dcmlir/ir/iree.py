@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import iree.runtime as rt  # type: ignore[import-untyped]
 import numpy as np
@@ -71,8 +72,16 @@ class CompilerRun:
     log: str  # stderr: diagnostics, warnings (some failures exit 0 and only print here)
 
 
-def run_compile(input_text: str, flags: Sequence[str], timeout: float | None = None) -> CompilerRun:
-    """Run the ``iree-compile`` binary of the wheel on ``input_text`` (fed on stdin).
+def run_compile(
+    input_text: str,
+    flags: Sequence[str],
+    timeout: float | None = None,
+    *,
+    input_name: str | None = None,
+) -> CompilerRun:
+    """Run the ``iree-compile`` binary of the wheel on ``input_text`` (fed on stdin, or
+    from a file ``input_name`` in its scratch directory: IREE keeps that name in each
+    executable, so its length places the code, :mod:`dcmlir.build.code_layout`).
 
     We call the binary ourselves rather than ``iree.compiler.compile_str``: that one
     raises with the whole command line on failure and copies stderr to ours on
@@ -86,14 +95,17 @@ def run_compile(input_text: str, flags: Sequence[str], timeout: float | None = N
     removed here, named ``dcmlir-compile-PID-*`` so that what a killed dcmlir leaves is
     found and removed later (``dcmlir.build.compiler.stale_scratch``).
     """
-    command = [find_tool("iree-compile"), "-", "-o", "-", *flags]
+    command = [find_tool("iree-compile"), input_name or "-", "-o", "-", *flags]
     with tempfile.TemporaryDirectory(prefix=f"dcmlir-compile-{os.getpid()}-") as scratch:
+        if input_name is not None:
+            (Path(scratch) / input_name).write_text(input_text)
         process = subprocess.run(
             command,
-            input=input_text.encode(),
+            input=None if input_name is not None else input_text.encode(),
             capture_output=True,
             check=False,
             timeout=timeout,
+            cwd=scratch if input_name is not None else None,
             env={**os.environ, "TMPDIR": scratch},
         )
     log = process.stderr.decode("utf-8", errors="replace")

@@ -12,6 +12,7 @@ from dcmlir.testing.fakes import (
     FakeRunner,
     FullDiskDatabase,
     fake_seconds,
+    keep_placement,
     quirk,
     small_cost_model,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "ReplayMeasurer",
     "ReplayTable",
     "fake_seconds",
+    "keep_placement",
     "quirk",
     "small_cost_model",
 ]

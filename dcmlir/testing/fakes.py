@@ -25,9 +25,10 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dcmlir.cost_model import CostModel, TrivialCostModel
+from dcmlir.dispatch import Plan
 from dcmlir.measure.loop import MeasureReport, together_again
 from dcmlir.measure.runner import RunnerSettings, ShapeProblem, ShapeResult
 from dcmlir.measure.timing import MeasureSettings, Timing
@@ -182,3 +183,9 @@ class FullDiskDatabase(RecordDatabase):
 def small_cost_model(trees: int = SMALL_MODEL_TREES) -> Callable[..., CostModel]:
     """A ``cost_model=`` role: the real cost model, its regressor growing ``trees`` trees."""
     return functools.partial(CostModel, regressor_params={"n_estimators": trees})
+
+
+def keep_placement(plan: Plan, input: str | Path, *, stream: IO[str]) -> Plan:
+    """The placement role that times nothing: the plan as the search made it (the suite's
+    default, :mod:`tests.conftest`; compiling four placements per tune would double it)."""
+    return plan
