@@ -140,3 +140,14 @@ def test_no_placement_for_a_module_read_from_stdin(tmp_path: Path) -> None:
     stream = io.StringIO()
     assert choose_placement(plan, "-", stream=stream) is plan
     assert "placement: not chosen: the module was read from stdin" in stream.getvalue()
+
+
+def test_no_placement_for_parameters_without_their_archive(tmp_path: Path) -> None:
+    _, plan = _tuned(tmp_path)
+    source = tmp_path / "model.mlir"
+    source.write_text(
+        'util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>\n' + DENSE
+    )
+    stream = io.StringIO()
+    assert choose_placement(plan, source, stream=stream) is plan
+    assert "not chosen: its weights are parameters, and no one model.irpa" in stream.getvalue()

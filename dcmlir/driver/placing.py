@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import re
 import statistics
 import time
@@ -31,7 +32,7 @@ from dcmlir.build.compiler import BuildError
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile
 from dcmlir.driver.loading import TuneError, read_source
-from dcmlir.ir.iree import LoadedFunction, RuntimeFailure, load_function
+from dcmlir.ir.iree import LoadedFunction, ParameterFile, RuntimeFailure, load_function
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.target import CpuTarget
 from dcmlir.workload import functions_with_workloads
@@ -43,6 +44,7 @@ OFFSETS = 64
 loop's alignment matters against are 32 and 64 bytes."""
 
 _TENSOR = re.compile(r"tensor<([^>]*)>")
+_PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ class PlacementSettings:
 
 def placement_points(plan: Plan, most: int) -> list[int]:
     """Run-time values to time the placements at: every dynamic dim at one value ``T``
-    within the range all of the plan's dims share. First the median of the diagonal shapes
+    within the range all of the plan's dims share, and no larger than the largest diagonal
+    shape the search timed a kernel at. First the median of the diagonal shapes
     each kernel is chosen for (the kernels chosen most first), then the range's ends, then
     each kernel's quartiles (a placement's toll is largest on short calls: 1.19-1.23x at
     T = 9..31 of `unseen_context_h80`'s data tiling, 1.09x at 65); at most ``most``. Empty
@@ -68,6 +71,13 @@ def placement_points(plan: Plan, most: int) -> list[int]:
     if not ranges:
         return []
     lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    ran = [  # no larger than a shape the search ran: 1..10**9 has inputs no memory holds
+        s.dims[0]
+        for w in plan.workloads
+        for s in w.shapes
+        if len(set(s.dims)) == 1 and s.measured is not None and math.isfinite(s.measured)
+    ]
+    hi = min(hi, max(ran, default=lo - 1))
     if lo > hi:
         return []
     chosen: list[list[int]] = []
@@ -104,8 +114,9 @@ def choose_placement(
         print(f"dcmlir: placement: not chosen: {why}", file=stream)
         return plan
     try:
+        parameters = _parameters(input)
         builds = _distinct_placements(plan, input)
-        functions = _loaded(builds, _entry(input), plan.device or "local-sync")
+        functions = _loaded(builds, _entry(input), plan.device or "local-sync", parameters)
         inputs = _inputs(next(iter(functions.values())), points)
         times = _timed(functions, inputs, settings)
     except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
@@ -169,8 +180,26 @@ def _entry(input: str | Path) -> str:
     return next(iter(holding + public), "main")
 
 
-def _loaded(builds: Mapping[int, bytes], entry: str, driver: str) -> dict[int, LoadedFunction]:
-    return {p: load_function(vmfb, entry, driver) for p, vmfb in builds.items()}
+def _parameters(input: str | Path) -> ParameterFile | None:
+    """The archive a module with ``#flow.parameter.named`` weights reads: ``MODEL.irpa``
+    beside it, as ``dcmlir run-model`` finds it (a ValueError, before any compile, where
+    it is not there or the module names several scopes)."""
+    _, text = read_source(input)
+    scopes = set(_PARAMETER.findall(text))
+    if not scopes:
+        return None
+    path = Path(input).with_suffix(".irpa")
+    if len(scopes) > 1 or not path.is_file():
+        raise ValueError(f"its weights are parameters, and no one {path.name} holds them")
+    return ParameterFile(str(path), scopes.pop())
+
+
+def _loaded(
+    builds: Mapping[int, bytes], entry: str, driver: str, parameters: ParameterFile | None
+) -> dict[int, LoadedFunction]:
+    return {
+        p: load_function(vmfb, entry, driver, parameters=parameters) for p, vmfb in builds.items()
+    }
 
 
 def _inputs(function: LoadedFunction, points: Sequence[int]) -> dict[int, list[np.ndarray]]:
