@@ -104,6 +104,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "here; without one this is what tune does when the cuda-tools extra is installed. "
         'The plan says "predicted": true',
     )
+    tune.add_argument(
+        "--no-placement",
+        action="store_true",
+        help="keep the compiled module's code where IREE puts it from stdin; by default the "
+        "module is compiled under four placements of its code after tuning, timed side by "
+        "side, and the plan keeps the fastest (docs/design.md section 8)",
+    )
     tune.set_defaults(run=run_tune)
 
     compile_ = commands.add_parser(
@@ -193,6 +200,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             level=args.level,
             stream=err,
             predict=predict,
+            placement=not args.no_placement,
         )
     except CudaToolMissing as error:
         raise CliError(str(error)) from None
