@@ -151,3 +151,16 @@ def test_no_placement_for_parameters_without_their_archive(tmp_path: Path) -> No
     stream = io.StringIO()
     assert choose_placement(plan, source, stream=stream) is plan
     assert "not chosen: its weights are parameters, and no one model.irpa" in stream.getvalue()
+
+
+def test_cli_no_placement_keeps_stdin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dcmlir.tools.cli import main
+
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    args = ["tune", str(source), "--dims", "1:8", "--budget", "12", "--min-time", "0.002"]
+    args += ["--rounds", "2", "--db", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "p.json")]
+    with Roles(placement=choose_placement).in_scope():  # the real step, which the flag skips
+        assert main([*args, "--no-placement"]) == 0
+    assert "placement" not in capsys.readouterr().err
+    assert Plan.load(tmp_path / "p.json").placement is None
