@@ -65,7 +65,7 @@ def test_text_offset_of_bytes_without_an_executable_is_none() -> None:
     assert text_offset(b"\x7fELF\x02\x01" + b"\0" * 10) is None  # cut short
 
 
-def _tuned(tmp_path: Path) -> tuple[Path, Plan]:
+def _tuned(tmp_path: Path, stream: io.StringIO | None = None) -> tuple[Path, Plan]:
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
     report = dcmlir.tune(
@@ -74,7 +74,7 @@ def _tuned(tmp_path: Path) -> tuple[Path, Plan]:
         budget=12,
         db=tmp_path / "r.jsonl",
         output=tmp_path / "plan.json",
-        stream=io.StringIO(),
+        stream=stream or io.StringIO(),
         **FAST,
     )
     return source, report.plan
@@ -112,27 +112,17 @@ def test_points_take_each_kernels_median_first(tmp_path: Path) -> None:
 
 
 def test_tune_times_the_placements_and_keeps_the_fastest(tmp_path: Path) -> None:
-    source = tmp_path / "dense.mlir"
-    source.write_text(DENSE)
     stream = io.StringIO()
     with Roles(placement=choose_placement).in_scope():
-        report = dcmlir.tune(
-            source,
-            dims=["1:8"],
-            budget=12,
-            db=tmp_path / "r.jsonl",
-            output=tmp_path / "plan.json",
-            stream=stream,
-            **FAST,
-        )
-    assert report.plan.placement is not None
-    assert Plan.load(tmp_path / "plan.json").placement == report.plan.placement
+        _, plan = _tuned(tmp_path, stream)
+    assert plan.placement is not None
+    assert Plan.load(tmp_path / "plan.json").placement == plan.placement
     line = next(x for x in stream.getvalue().splitlines() if "dcmlir: placement" in x)
     # as many placements as offsets the tried names reach (how often the name is in the
     # object varies with the kernels the search chose): two to four
     found = re.search(r"placement (\d+), the fastest of ([234]) timed at T = ", line)
-    assert found is not None and int(found[1]) == report.plan.placement, line
-    assert f"{report.plan.placement}: " in line.split("fastest:")[1]
+    assert found is not None and int(found[1]) == plan.placement, line
+    assert f"{plan.placement}: " in line.split("fastest:")[1]
 
 
 def test_no_placement_for_a_module_read_from_stdin(tmp_path: Path) -> None:
