@@ -231,6 +231,20 @@ def functions_with_workloads(module: ir.Operation) -> list[str]:
     return names
 
 
+def entry_function(module: ir.Operation) -> str:
+    """The public function that holds the module's workloads (the first, if several), what
+    a benchmark or a timing calls; where they are all private (a wrapper passes them a
+    constant weight), the first public function, else ``main``."""
+    public = [
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in module.regions[0].blocks[0].operations
+        if op.operation.name in ("func.func", "util.func")
+        and "sym_visibility" not in op.operation.attributes
+    ]
+    holding = [name for name in functions_with_workloads(module) if name in public]
+    return next(iter(holding + public), "main")
+
+
 def dynamic_linalg_ops(module: ir.Operation) -> list[ir.Operation]:
     """Every linalg op with a dynamic loop, in IR order, initialisers excluded."""
     found: list[ir.Operation] = []

@@ -28,7 +28,8 @@ from dcmlir.dispatch.tree import DecisionTree, Leaf, Node
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
-from dcmlir.workload import Workload, functions_with_workloads, workloads
+from dcmlir.workload import Workload, workloads
+from dcmlir.workload import entry_function as workload_entry
 
 Box = tuple[tuple[int, int], ...]  # an inclusive range per dynamic loop
 
@@ -280,7 +281,7 @@ def specialized_module(module_text: str, workload_key: str, boxes: Sequence[Box]
 
 
 def entry_function(text: str) -> str:
-    """The function of the user's module that holds the workload (the first, if several)."""
+    """The function of the user's module that holds the workload
+    (:func:`dcmlir.workload.entry_function`)."""
     with ir.Context():
-        names = functions_with_workloads(parse_module(text).operation)
-    return names[0] if names else "main"
+        return workload_entry(parse_module(text).operation)

@@ -22,7 +22,6 @@ import functools
 import importlib.util
 import math
 import os
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from dcmlir.bench.model_peers import (
     TORCH,
     encoder_config,
 )
-from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function
+from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function, parameter_scopes
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeResult
 from dcmlir.measure.timing import Inputs, MeasureSettings
@@ -76,8 +75,6 @@ IREE_BUILDS = (DEFAULT, DATA_TILING)
 """The IREE builds a user would pick from: ratios are against the faster of the two."""
 _OWN = (DEFAULT, TUNED)  # the columns whose failure fails the run
 
-_PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
-
 
 def parameters_for(
     model: str | Path, text: str, parameters: str | Path | None = None
@@ -87,7 +84,7 @@ def parameters_for(
     ``parameters`` if given, else ``MODEL.irpa`` beside the module; None for a module
     whose weights are in its text.
     """
-    scopes = set(_PARAMETER.findall(text))
+    scopes = parameter_scopes(text)
     if not scopes:
         return None
     if len(scopes) > 1:

@@ -32,10 +32,16 @@ from dcmlir.build.compiler import BuildError
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile
 from dcmlir.driver.loading import TuneError, read_source
-from dcmlir.ir.iree import LoadedFunction, ParameterFile, RuntimeFailure, load_function
+from dcmlir.ir.iree import (
+    LoadedFunction,
+    ParameterFile,
+    RuntimeFailure,
+    load_function,
+    parameter_scopes,
+)
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.target import CpuTarget
-from dcmlir.workload import functions_with_workloads
+from dcmlir.workload import entry_function
 
 __all__ = ["PlacementSettings", "choose_placement", "placement_points"]
 
@@ -44,7 +50,6 @@ OFFSETS = 64
 loop's alignment matters against are 32 and 64 bytes."""
 
 _TENSOR = re.compile(r"tensor<([^>]*)>")
-_PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,10 @@ def choose_placement(
         print(f"dcmlir: placement: not chosen: {why}", file=stream)
         return plan
     try:
-        parameters = _parameters(input)
+        _, text = read_source(input)
+        parameters = _parameters(input, text)
         builds = _distinct_placements(plan, input)
-        functions = _loaded(builds, _entry(input), plan.device or "local-sync", parameters)
+        functions = _loaded(builds, _entry(text), plan.device or "local-sync", parameters)
         inputs = _inputs(next(iter(functions.values())), points)
         times = _timed(functions, inputs, settings)
     except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
@@ -163,29 +169,16 @@ def _distinct_placements(plan: Plan, input: str | Path) -> dict[int, bytes]:
     return found
 
 
-def _entry(input: str | Path) -> str:
-    """The public function of the module that holds its workloads (the first, if several);
-    where they are all private (a wrapper passes them a constant weight), the first public
-    function, else ``main``."""
-    _, text = read_source(input)
+def _entry(text: str) -> str:
     with ir.Context():
-        module = parse_module(text).operation
-        public = [
-            ir.StringAttr(op.attributes["sym_name"]).value
-            for op in module.regions[0].blocks[0].operations
-            if op.operation.name in ("func.func", "util.func")
-            and "sym_visibility" not in op.attributes
-        ]
-        holding = [name for name in functions_with_workloads(module) if name in public]
-    return next(iter(holding + public), "main")
+        return entry_function(parse_module(text).operation)
 
 
-def _parameters(input: str | Path) -> ParameterFile | None:
+def _parameters(input: str | Path, text: str) -> ParameterFile | None:
     """The archive a module with ``#flow.parameter.named`` weights reads: ``MODEL.irpa``
     beside it, as ``dcmlir run-model`` finds it (a ValueError, before any compile, where
     it is not there or the module names several scopes)."""
-    _, text = read_source(input)
-    scopes = set(_PARAMETER.findall(text))
+    scopes = parameter_scopes(text)
     if not scopes:
         return None
     path = Path(input).with_suffix(".irpa")

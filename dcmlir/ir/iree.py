@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "device_config",
     "load_function",
     "load_functions",
+    "parameter_scopes",
     "run_compile",
     "set_task_threads",
     "versions",
@@ -213,6 +215,15 @@ class ParameterFile:
 
     path: str
     scope: str = "model"
+
+
+_PARAMETER = re.compile(r'#(?:flow|stream)\.parameter\.named<"([^"]+)"::')
+
+
+def parameter_scopes(text: str) -> set[str]:
+    """The scopes a module's ``#flow.parameter.named`` weights are read from (none: its
+    weights are in its text): the :class:`ParameterFile` it needs names one of them."""
+    return set(_PARAMETER.findall(text))
 
 
 def write_parameter_archive(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
