@@ -5,7 +5,7 @@ The same module, compiled by IREE with the same flags under names of different l
 (:mod:`dcmlir.build.code_layout`: 0, 8, 16, ... characters added until four offsets of
 ``.text`` within 64 bytes are found) and from stdin as ``dcmlir bench`` and
 ``never_slower.py`` build IREE's baselines, timed side by side in one process, call by
-call and interleaved (:func:`dcmlir.driver.placing._timed`, 40 rounds). Nothing of
+call and interleaved (:func:`dcmlir.driver.module_timing.timed_side_by_side`, 40 rounds). Nothing of
 dcmlir runs in these modules: the spread is what the name a user compiles under does to
 IREE's default and data-tiling builds, the line item 1 of issue 14 is drawn against.
 
@@ -26,7 +26,8 @@ from never_slower import all_workloads
 from dcmlir.build.code_layout import TRIED, text_offset
 from dcmlir.build.compiler import build
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
-from dcmlir.driver.placing import PlacementSettings, _inputs, _timed
+from dcmlir.driver.module_timing import random_inputs, timed_side_by_side
+from dcmlir.driver.placing import PlacementSettings
 from dcmlir.ir.iree import load_function
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,8 +69,8 @@ def main() -> int:
         for label, flags in BUILDS.items():
             builds = placements(texts[name], tuple(flags))
             functions = {key: load_function(vmfb, "main") for key, vmfb in builds.items()}
-            inputs = _inputs(next(iter(functions.values())), points)
-            times = _timed(functions, inputs, settings)  # type: ignore[arg-type]
+            inputs = random_inputs(next(iter(functions.values())), points)
+            times = timed_side_by_side(functions, inputs, settings.rounds, settings.batch_seconds)
             results.setdefault(name, {})[label] = {k: dict(v) for k, v in times.items()}
             for t in points:
                 row = {k: times[k][t] for k in times}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dcmlir.driver.roles import Roles
-from dcmlir.testing import keep_placement
+from dcmlir.testing import keep_placement, keep_reports
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,9 +22,9 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(autouse=True)
 def no_placement_timing() -> Iterator[None]:
-    """Tunes keep the search's plan: the placement step compiles the module four more times
-    (its own tests put the real one back in scope)."""
-    with Roles(placement=keep_placement).in_scope():
+    """Tunes keep the search's plan: the placement step compiles the module four more times,
+    the guard three (their own tests put the real ones back in scope)."""
+    with Roles(placement=keep_placement, guard=keep_reports).in_scope():
         yield
 
 

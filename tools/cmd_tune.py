@@ -111,6 +111,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "module is compiled under four placements of its code after tuning, timed side by "
         "side, and the plan keeps the fastest (docs/design.md section 8)",
     )
+    tune.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="keep the search's plan as it is; by default the tuned module is timed beside "
+        "IREE's default and data-tiling builds and the plan keeps theirs where it is more "
+        "than 3%% slower (docs/design.md section 8)",
+    )
     tune.set_defaults(run=run_tune)
 
     compile_ = commands.add_parser(
@@ -201,6 +208,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             stream=err,
             predict=predict,
             placement=not args.no_placement,
+            guard=not args.no_guard,
         )
     except CudaToolMissing as error:
         raise CliError(str(error)) from None

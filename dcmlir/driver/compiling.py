@@ -332,14 +332,20 @@ def _write(path: str | Path, data: bytes | str, option: str) -> None:
 
 
 def compile_default(
-    input: str | Path, target: str | Target = "llvm-cpu", *, arch: str | None = None
+    input: str | Path,
+    target: str | Target = "llvm-cpu",
+    *,
+    arch: str | None = None,
+    flags: tuple[str, ...] = (),
 ) -> bytes:
-    """IREE's own compilation of ``input`` for ``target``: the baseline a dispatch is timed
+    """IREE's own compilation of ``input`` for ``target`` (with ``flags``: IREE's data tiling's
+    :data:`~dcmlir.codegen.packed.DATA_TILING_FLAGS`): the baseline a dispatch is timed
     against (same flags, same cache)."""
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     source, text = read_source(input)
     try:
-        return build(_with_module_attributes(text, source, target_object), target_object).vmfb
+        module = _with_module_attributes(text, source, target_object)
+        return build(module, target_object, flags).vmfb
     except BuildError as err:
         raise TuneError(f"IREE could not compile {source}:\n{err}") from None
 

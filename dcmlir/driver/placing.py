@@ -17,39 +17,31 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-import re
-import statistics
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-
-import numpy as np
 
 from dcmlir.build.code_layout import TRIED, text_offset
 from dcmlir.build.compiler import BuildError
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile
 from dcmlir.driver.loading import TuneError, read_source
-from dcmlir.ir.iree import (
-    LoadedFunction,
-    ParameterFile,
-    RuntimeFailure,
-    load_function,
-    parameter_scopes,
+from dcmlir.driver.module_timing import (
+    loaded_functions,
+    module_entry,
+    module_parameters,
+    random_inputs,
+    timed_side_by_side,
 )
-from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.target import CpuTarget
-from dcmlir.workload import entry_function
 
-__all__ = ["PlacementSettings", "choose_placement", "placement_points"]
+__all__ = ["PlacementSettings", "choose_placement", "placement_points", "timed_range"]
 
 OFFSETS = 64
 """Placements are told apart by their ``.text`` offset modulo this: the fetch windows a
 loop's alignment matters against are 32 and 64 bytes."""
-
-_TENSOR = re.compile(r"tensor<([^>]*)>")
 
 
 @dataclass(frozen=True)
@@ -72,19 +64,10 @@ def placement_points(plan: Plan, most: int) -> list[int]:
     each kernel's quartiles (a placement's toll is largest on short calls: 1.19-1.23x at
     T = 9..31 of `unseen_context_h80`'s data tiling, 1.09x at 65); at most ``most``. Empty
     where the dims share no value."""
-    ranges = [d.range for w in plan.workloads for d in w.dims]
-    if not ranges:
+    found = timed_range(plan)
+    if found is None:
         return []
-    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-    ran = [  # no larger than a shape the search ran: 1..10**9 has inputs no memory holds
-        s.dims[0]
-        for w in plan.workloads
-        for s in w.shapes
-        if len(set(s.dims)) == 1 and s.measured is not None and math.isfinite(s.measured)
-    ]
-    hi = min(hi, max(ran, default=lo - 1))
-    if lo > hi:
-        return []
+    lo, hi = found
     chosen: list[list[int]] = []
     for workload in plan.workloads:
         by_kernel: dict[int, list[int]] = {}
@@ -96,6 +79,24 @@ def placement_points(plan: Plan, most: int) -> list[int]:
     medians = [values[len(values) // 2] for values in chosen]
     quartiles = [values[(len(values) * q) // 4] for values in chosen for q in (1, 3)]
     return sorted(list(dict.fromkeys([*medians, lo, hi, *quartiles]))[:most])
+
+
+def timed_range(plan: Plan) -> tuple[int, int] | None:
+    """The run-time values every dynamic dim of ``plan`` shares, no larger than the largest
+    diagonal shape the search timed a kernel at (1..10**9 has inputs no memory holds);
+    None where there is none."""
+    ranges = [d.range for w in plan.workloads for d in w.dims]
+    if not ranges:
+        return None
+    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    ran = [
+        s.dims[0]
+        for w in plan.workloads
+        for s in w.shapes
+        if len(set(s.dims)) == 1 and s.measured is not None and math.isfinite(s.measured)
+    ]
+    hi = min(hi, max(ran, default=lo - 1))
+    return None if lo > hi else (lo, hi)
 
 
 def choose_placement(
@@ -120,11 +121,12 @@ def choose_placement(
         return plan
     try:
         _, text = read_source(input)
-        parameters = _parameters(input, text)
+        parameters = module_parameters(input, text)
         builds = _distinct_placements(plan, input)
-        functions = _loaded(builds, _entry(text), plan.device or "local-sync", parameters)
-        inputs = _inputs(next(iter(functions.values())), points)
-        times = _timed(functions, inputs, settings)
+        entry, driver = module_entry(text), plan.device or "local-sync"
+        functions = loaded_functions(builds, entry, driver, parameters)
+        inputs = random_inputs(next(iter(functions.values())), points)
+        times = timed_side_by_side(functions, inputs, settings.rounds, settings.batch_seconds)
     except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dcmlir: placement: not chosen: {first}", file=stream)
@@ -166,82 +168,6 @@ def _distinct_placements(plan: Plan, input: str | Path) -> dict[int, bytes]:
         found[placement] = compiled.vmfb
         if len(offsets) == OFFSETS // 16:
             break
-    return found
-
-
-def _entry(text: str) -> str:
-    with ir.Context():
-        return entry_function(parse_module(text).operation)
-
-
-def _parameters(input: str | Path, text: str) -> ParameterFile | None:
-    """The archive a module with ``#flow.parameter.named`` weights reads: ``MODEL.irpa``
-    beside it, as ``dcmlir run-model`` finds it (a ValueError, before any compile, where
-    it is not there or the module names several scopes)."""
-    scopes = parameter_scopes(text)
-    if not scopes:
-        return None
-    path = Path(input).with_suffix(".irpa")
-    if len(scopes) > 1 or not path.is_file():
-        raise ValueError(f"its weights are parameters, and no one {path.name} holds them")
-    return ParameterFile(str(path), scopes.pop())
-
-
-def _loaded(
-    builds: Mapping[int, bytes], entry: str, driver: str, parameters: ParameterFile | None
-) -> dict[int, LoadedFunction]:
-    return {
-        p: load_function(vmfb, entry, driver, parameters=parameters) for p, vmfb in builds.items()
-    }
-
-
-def _inputs(function: LoadedFunction, points: Sequence[int]) -> dict[int, list[np.ndarray]]:
-    """Random f32 inputs (integer ones zero: valid token ids) with every dynamic dim ``T``."""
-    declaration = function.function.reflection.get("iree.abi.declaration", "")
-    specs = [spec.split("x") for spec in _TENSOR.findall(declaration.split("->", 1)[0])]
-    if not specs:
-        raise ValueError(f"function '{function.name}' has no tensor inputs")
-    rng = np.random.default_rng(0)
-    found = {}
-    for point in points:
-        arrays = []
-        for *dims, dtype in specs:
-            shape = tuple(point if d == "?" else int(d) for d in dims)
-            if dtype == "f32":
-                arrays.append(rng.standard_normal(shape, dtype=np.float32))
-            elif re.fullmatch(r"[su]?i(8|16|32|64)", dtype):
-                arrays.append(np.zeros(shape, np.dtype(f"int{dtype.split('i')[-1]}")))
-            else:
-                raise ValueError(f"input {dtype} tensors are not timed here")
-        found[point] = arrays
-    return found
-
-
-def _timed(
-    functions: Mapping[int, LoadedFunction],
-    inputs: Mapping[int, list[np.ndarray]],
-    settings: PlacementSettings,
-) -> dict[int, dict[int, float]]:
-    """Placement -> point -> seconds a call (median over the rounds); each round times
-    every placement's calls after one untimed call, the placements interleaved."""
-    found: dict[int, dict[int, float]] = {p: {} for p in functions}
-    for point, arrays in inputs.items():
-        args = {p: f.prepare(arrays) for p, f in functions.items()}
-        first = next(iter(functions))
-        start = time.perf_counter()
-        functions[first].invoke(args[first])
-        once = max(time.perf_counter() - start, 1e-7)
-        calls = max(1, int(settings.batch_seconds / once))
-        samples: dict[int, list[float]] = {p: [] for p in functions}
-        for _ in range(settings.rounds):
-            for placement, function in functions.items():
-                function.invoke(args[placement])
-                start = time.perf_counter()
-                for _ in range(calls):
-                    function.invoke(args[placement])
-                samples[placement].append((time.perf_counter() - start) / calls)
-        for placement, values in samples.items():
-            found[placement][point] = statistics.median(values)
     return found
 
 

@@ -23,6 +23,8 @@ from dcmlir.build.batch import Builder
 from dcmlir.build.routes import route_named
 from dcmlir.cost_model import CostModel, parallel_units_for
 from dcmlir.dispatch import Plan
+from dcmlir.driver.guarding import guard_plan
+from dcmlir.driver.outcome import WorkloadReport
 from dcmlir.driver.placing import choose_placement
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import Runner, RunnerSettings
@@ -45,6 +47,11 @@ PlacementChooser = Callable[..., Plan]
 """Called as :func:`~dcmlir.driver.placing.choose_placement` is: ``(plan, input, *,
 stream)``, the plan back with its placement (a test's keeps the plan as it is)."""
 
+Guard = Callable[..., list[WorkloadReport]]
+"""Called as :func:`~dcmlir.driver.guarding.guard_plan` is: ``(reports, make_plan, input, *,
+stream, max_depth, route)``, the reports back with IREE's build kept where the tuned
+module loses to it (a test's keeps them as they are)."""
+
 _IN_SCOPE: ContextVar[Roles | None] = ContextVar("dcmlir_tuning_roles", default=None)
 
 
@@ -55,7 +62,8 @@ class Roles:
     ``database`` is a ready database or a factory of one from the ``db`` path;
     ``search`` holds the search's settings, its budget replaced by each workload's
     share (with it, ``tune``'s ``max_kernels``, ``weight_layouts`` and ``seed`` are not used
-    for the search); ``placement`` chooses where the tuned module's code lands.
+    for the search); ``placement`` chooses where the tuned module's code lands; ``guard``
+    times the tuned module beside IREE's builds and keeps theirs where it loses.
     """
 
     builder: BuilderFactory | None = None
@@ -64,6 +72,7 @@ class Roles:
     cost_model: CostModelFactory | None = None
     search: SearchSettings | None = None
     placement: PlacementChooser | None = None
+    guard: Guard | None = None
 
     @classmethod
     def current(cls) -> Roles:
@@ -140,3 +149,17 @@ class Roles:
     def place(self, plan: Plan, input: str | Path, stream: IO[str]) -> Plan:
         """The plan with its compiled module's placement (:mod:`.placing`)."""
         return (self.placement or choose_placement)(plan, input, stream=stream)
+
+    def guarded(
+        self,
+        reports: list[WorkloadReport],
+        make_plan: Callable[..., Plan],
+        input: str | Path,
+        stream: IO[str],
+        *,
+        max_depth: int | None,
+        route: str,
+    ) -> list[WorkloadReport]:
+        """The reports with IREE's build kept where the tuned module loses (:mod:`.guarding`)."""
+        guard = self.guard or guard_plan
+        return guard(reports, make_plan, input, stream=stream, max_depth=max_depth, route=route)

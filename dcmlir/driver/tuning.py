@@ -98,6 +98,7 @@ def tune(
     search: SearchSettings | None = None,
     predict: bool | None = None,
     placement: bool = True,
+    guard: bool = True,
 ) -> TuneReport:
     """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
@@ -118,6 +119,8 @@ def tune(
     the ``P`` the cost model spreads tile grids over; the plan records both. The model's
     workload graph is saved beside the plan (``plan.graph.json``).
 
+    ``guard``: time the compiled module beside IREE's default and data-tiling builds and
+    keep theirs where it is slower (:mod:`dcmlir.driver.guarding`; CPU targets).
     ``placement``: time the compiled module under four placements of its code and keep
     the fastest in the plan (:mod:`dcmlir.driver.placing`; CPU targets).
 
@@ -284,6 +287,8 @@ def tune(
         raise TuneError(failed[0])
     for failure in failed:
         print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
+    if guard and reports:
+        reports = roles.guarded(reports, make_plan, input, stream, max_depth=max_depth, route=route)
     plan = make_plan(reports)
     plan = roles.place(plan, input, stream) if placement else plan
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None

@@ -13,6 +13,7 @@ from dcmlir.testing.fakes import (
     FullDiskDatabase,
     fake_seconds,
     keep_placement,
+    keep_reports,
     quirk,
     small_cost_model,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "ReplayTable",
     "fake_seconds",
     "keep_placement",
+    "keep_reports",
     "quirk",
     "small_cost_model",
 ]

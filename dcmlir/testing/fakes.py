@@ -189,3 +189,9 @@ def keep_placement(plan: Plan, input: str | Path, *, stream: IO[str]) -> Plan:
     """The placement role that times nothing: the plan as the search made it (the suite's
     default, :mod:`tests.conftest`; compiling four placements per tune would double it)."""
     return plan
+
+
+def keep_reports(reports: list[Any], make_plan: Any, input: str | Path, **_: Any) -> list[Any]:
+    """The guard role that times nothing: the search's reports as they are (the suite's
+    default, :mod:`tests.conftest`; the guard compiles the module three more times)."""
+    return list(reports)

@@ -1,0 +1,328 @@
+"""The guard: the tuned module timed beside IREE's own builds, and IREE's build kept where
+it is faster (issue 14's "never slower").
+
+The search decides on kernels timed one by one, and where its budget ran out, on
+estimates; the module a user runs is another build. On the Zen 5 EPYC a budget-60 tune of
+`unseen_context_h80` ran IREE's default at T = 5..23, where IREE's data tiling was
+1.3-2.4x faster: its pairs off the diagonal had ruled data tiling out there
+(never_slower.py). So once the plan is made, the module it compiles to and IREE's own
+builds of the same input, its default and its data tiling (``--iree-opt-data-tiling``,
+where that compiles), are timed side by side, call by call and interleaved, at every T
+up to 16, steps of 10% beyond, and the edges and middle of each stretch of the diagonal
+one kernel runs (:func:`guard_points`). Where the tuned module is more than
+:data:`MARGIN` slower than the faster IREE build, in two sessions, or computes other
+numbers, the shapes of the kernel it ran there, in that point's cell (every dynamic
+extent nearer to it than to the next point, in log extents), go to that build, and the
+plan is made again. The tuned module, patched, is timed once more beside both builds,
+and the table printed.
+
+Nothing here is counted in the search's budget (as the placement is not); it costs three
+or four compiles and a few seconds of timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from dcmlir.build.compiler import BuildError
+from dcmlir.codegen.packed import DATA_TILING_FLAGS
+from dcmlir.dispatch import Plan
+from dcmlir.driver.compiling import compile, compile_default
+from dcmlir.driver.loading import TuneError, read_source
+from dcmlir.driver.module_timing import (
+    loaded_functions,
+    module_entry,
+    module_parameters,
+    outputs_agree,
+    random_inputs,
+    timed_side_by_side,
+)
+from dcmlir.driver.outcome import WorkloadReport
+from dcmlir.driver.placing import timed_range
+from dcmlir.driver.plan_tree import workload_plan
+from dcmlir.ir.iree import RuntimeFailure
+from dcmlir.search.outcome import SearchResult
+from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
+from dcmlir.target import CpuTarget
+
+__all__ = ["MARGIN", "GuardSettings", "cells", "guard_plan", "patched"]
+
+MARGIN = 0.03
+"""The tuned module keeps a point within this of the faster IREE build (issue 14's 0.97x)."""
+
+TUNED, DEFAULT, TILED = "dcmlir", "iree-default", "iree-data-tiling"
+BUILDS: dict[str, Candidate] = {DEFAULT: DefaultCandidate(), TILED: DataTiledCandidate()}
+
+MakePlan = Callable[[Sequence[WorkloadReport]], Plan]
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """How the builds are timed."""
+
+    points: int = 96
+    rounds: int = 12
+    batch_seconds: float = 0.002
+    margin: float = MARGIN
+
+
+def guard_points(plan: Plan, most: int) -> list[int]:
+    """Run-time values to time at (every dynamic dim at one ``T``, within the bounds of
+    :func:`.placing.timed_range`): every ``T`` up to 16 and steps of 10% beyond, then the
+    first, middle and last ``T`` of each stretch of the diagonal one kernel runs; at most
+    ``most``. A loss hides at a stretch's edge or between two points far apart: with
+    the placement's 22 points, `unseen_context_h80`'s IREE default at T = 5..17 (data
+    tiling 1.3-1.9x faster) had no point, and kept the default. The stretches are the
+    tree's, at every ``T``: from the search's shapes only, `novel_scores_h32`'s T = 127 (a
+    kernel 1.44x the default, between 121 and 128) was not timed."""
+    bounds = timed_range(plan)
+    if bounds is None:
+        return []
+    lo, hi = bounds
+    stretches: list[int] = []
+    for workload in plan.workloads:
+        exact = {e.dims[0]: e.kernel for e in workload.exact if len(set(e.dims)) == 1}
+        width = len(workload.dims)
+        diagonal = [  # what the dispatch runs at every T: its exact builds, then the tree
+            (t, exact[t] if t in exact else workload.tree.select((t,) * width))
+            for t in range(lo, hi + 1)
+        ]
+        start = 0
+        for i in range(1, len(diagonal) + 1):
+            if i < len(diagonal) and diagonal[i][1] == diagonal[start][1]:
+                continue
+            run = [t for t, _ in diagonal[start:i]]
+            stretches += [run[0], run[len(run) // 2], run[-1]]
+            start = i
+    grid, value = [], float(lo)
+    while value <= hi:
+        grid.append(round(value))
+        value = value + 1 if value < 16 else value * 1.1
+    ordered = list(dict.fromkeys([lo, hi, *grid, *stretches]))
+    return sorted(ordered[:most])
+
+
+def cells(points: Sequence[int], lo: int, hi: int) -> dict[int, tuple[int, int]]:
+    """Each point -> the inclusive range of extents nearer to it than to its neighbours in
+    log extents (``lo``..``hi`` at the ends)."""
+    ordered = sorted(set(points))
+    found = {}
+    for i, point in enumerate(ordered):
+        low = lo if i == 0 else math.floor(math.sqrt(ordered[i - 1] * point)) + 1
+        high = hi if i == len(ordered) - 1 else math.floor(math.sqrt(point * ordered[i + 1]))
+        found[point] = (low, high)
+    return found
+
+
+def patched(
+    report: WorkloadReport,
+    cell: tuple[int, int],
+    point: int,
+    build: Candidate,
+    ratio: float,
+) -> SearchResult | None:
+    """``report``'s search with ``build`` chosen at the shapes of ``cell`` where the plan runs
+    what it runs at ``point`` (every dim at it), its estimate there the kernel's over
+    ``ratio`` (the tuned module's time over the build's, so that the tree keeps it); None
+    where the build is not among the search's candidates or already runs there."""
+    search = report.search
+    keys = [c.key() for c in search.candidates]
+    if build.key() not in keys:
+        return None
+    ran = report.plan.tree.select((point,) * len(report.plan.dims))
+    ran_key = report.plan.kernels[ran].candidate.key()
+    if ran_key == build.key():
+        return None
+    kernels = list(search.kernels)
+    known = [k.key() for k in kernels]
+    index = known.index(build.key()) if build.key() in known else len(kernels)
+    kernels += [build] if index == len(kernels) else []
+    column = keys.index(build.key())
+    choice, estimate = dict(search.choice), search.estimate.copy()
+    measured = dict(search.measured)
+    low, high = cell
+    for row, shape in enumerate(search.shapes):
+        if not all(low <= d <= high for d in shape):
+            continue
+        if search.kernels[choice[shape]].key() != ran_key:
+            continue
+        before, _ = search.kernel_cost(shape, choice[shape])
+        choice[shape] = index
+        estimate[row, column] = before / ratio
+        measured.pop((build.key(), shape), None)  # the estimate holds the guard's evidence
+    exact = {s: t for s, t in search.exact.items() if not all(low <= d <= high for d in s)}
+    return dataclasses.replace(
+        search, kernels=kernels, choice=choice, estimate=estimate, measured=measured, exact=exact
+    )
+
+
+def guard_plan(
+    reports: Sequence[WorkloadReport],
+    make_plan: MakePlan,
+    input: str | Path,
+    *,
+    stream: IO[str],
+    max_depth: int | None,
+    route: str,
+    settings: GuardSettings | None = None,
+) -> list[WorkloadReport]:
+    """``reports`` with IREE's build kept where the tuned module loses to it (module doc);
+    as they are where nothing can be timed (a GPU target, a module read from stdin, a
+    predicted plan, inputs this cannot make), with one line saying why."""
+    settings = settings or GuardSettings()
+    plan = make_plan(reports)
+    if not isinstance(plan.target, CpuTarget) or not plan.workloads:
+        return list(reports)
+    points = guard_points(plan, settings.points)
+    why = (
+        "the module was read from stdin"
+        if str(input) == "-"
+        else "the plan was predicted, not timed"
+        if plan.predicted
+        else None
+        if points
+        else "its dynamic dims share no value to time it at"
+    )
+    if why is not None:
+        print(f"dcmlir: guard: not run: {why}", file=stream)
+        return list(reports)
+    try:
+        _, text = read_source(input)
+        timing = _Timing(input, text, plan, points, settings)
+        builds: dict[str, Plan | tuple[str, ...]] = {TUNED: plan, DEFAULT: ()}
+        if timing.compiles(DATA_TILING_FLAGS, stream):
+            builds[TILED] = DATA_TILING_FLAGS
+        times, wrong = timing.run(builds)
+        losses = _losses(times, wrong, settings.margin)
+        if losses:
+            again, wrong_again = timing.run(builds, sorted(losses))
+            losses = {
+                t: won
+                for t, won in _losses(again, wrong_again, settings.margin).items()
+                if t in losses
+            }
+        ranges = [d.range for r in reports for d in r.plan.dims]
+        within = cells(points, max(r[0] for r in ranges), min(r[1] for r in ranges))
+
+        def kept_at(points: Iterable[int]) -> list[WorkloadReport]:
+            found = list(reports)
+            for point in sorted(points):
+                name, ratio = losses[point]
+                for i, report in enumerate(found):
+                    search = patched(report, within[point], point, BUILDS[name], ratio)
+                    if search is not None:
+                        plan_of = workload_plan(search, max_depth, route)
+                        found[i] = WorkloadReport(report.workload, search, plan_of)
+            return found
+
+        after: dict[str, dict[int, float]] = {}
+        found = kept_at(losses)
+        if losses:  # timed again: a patch that made its point no faster is undone
+            builds[TUNED] = make_plan(found)
+            after, _ = timing.run(builds, sorted(losses))
+            helped = [t for t in losses if _ratio(after, t) < _ratio(times, t)]
+            found = kept_at(helped) if len(helped) < len(losses) else found
+            losses = {t: losses[t] for t in helped} | {
+                t: ("none", losses[t][1]) for t in losses if t not in helped
+            }
+    except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dcmlir: guard: not run: {first}", file=stream)
+        return list(reports)
+    _print_table(times, after, losses, stream)
+    return found
+
+
+def _ratio(times: Mapping[str, Mapping[int, float]], point: int) -> float:
+    """The tuned module's time at ``point`` over the faster IREE build's."""
+    return times[TUNED][point] / min(t[point] for n, t in times.items() if n != TUNED)
+
+
+def _losses(
+    times: Mapping[str, Mapping[int, float]], wrong: Mapping[int, list[str]], margin: float
+) -> dict[int, tuple[str, float]]:
+    """Point -> (the IREE build that beats the tuned module there, tuned time over its): by
+    more than ``margin``, or wherever the tuned module's outputs differ from the default's."""
+    found = {}
+    for point, tuned in times[TUNED].items():
+        rivals = {n: t[point] for n, t in times.items() if n != TUNED and n not in wrong[point]}
+        if not rivals:
+            continue
+        name = min(rivals, key=lambda n: rivals[n])
+        ratio = tuned / rivals[name]
+        if TUNED in wrong[point]:
+            found[point] = (DEFAULT, max(ratio, 1.0 + margin))
+        elif ratio > 1.0 + margin:
+            found[point] = (name, ratio)
+    return found
+
+
+class _Timing:
+    """The builds of one module, compiled and timed at the guard's points."""
+
+    def __init__(
+        self, input: str | Path, text: str, plan: Plan, points: list[int], s: GuardSettings
+    ) -> None:
+        self.input, self.points, self.settings = input, points, s
+        self.parameters = module_parameters(input, text)
+        self.entry, self.driver = module_entry(text), plan.device or "local-sync"
+        self.target = plan.target
+
+    def compiles(self, flags: tuple[str, ...], stream: IO[str]) -> bool:
+        """Whether IREE builds the input with ``flags`` (data tiling does not compile some
+        modules: then it is no build a user could pick)."""
+        try:
+            compile_default(self.input, self.target, flags=flags)
+        except TuneError as err:
+            first = next((line for line in str(err).splitlines()[1:] if "error" in line), "")
+            print(f"dcmlir: guard: IREE's data tiling does not compile it {first}", file=stream)
+            return False
+        return True
+
+    def run(
+        self, plans: Mapping[str, Plan | tuple[str, ...]], points: Sequence[int] | None = None
+    ) -> tuple[dict[str, dict[int, float]], dict[int, list[str]]]:
+        """(build -> point -> seconds, point -> the builds whose outputs differ from the
+        default's); a build given by flags is IREE's own build of the input with them
+        (:func:`compile_default`), a plan is compiled as ``dcmlir compile`` does."""
+        vmfbs = {}
+        for name, plan in plans.items():
+            if isinstance(plan, Plan):
+                vmfbs[name] = compile(self.input, plan=plan, stream=io.StringIO()).vmfb
+            else:
+                vmfbs[name] = compile_default(self.input, self.target, flags=plan)
+        functions = loaded_functions(vmfbs, self.entry, self.driver, self.parameters)
+        inputs = random_inputs(functions[TUNED], points or self.points)
+        wrong = {p: outputs_agree(functions, arrays, DEFAULT) for p, arrays in inputs.items()}
+        rounds, batch = self.settings.rounds, self.settings.batch_seconds
+        return timed_side_by_side(functions, inputs, rounds, batch), wrong
+
+
+def _print_table(
+    before: Mapping[str, Mapping[int, float]],
+    after: Mapping[str, Mapping[int, float]],
+    losses: Mapping[int, tuple[str, float]],
+    stream: IO[str],
+) -> None:
+    """The builds kept, and one ratio per point: the tuned module over the faster IREE
+    build, before and (where it lost) after its patch."""
+    kept = ", ".join(f"T={t} to {n}" for t, (n, _) in sorted(losses.items()) if n != "none")
+    undone = [str(t) for t, (n, _) in sorted(losses.items()) if n == "none"]
+    print(
+        f"dcmlir: guard: timed beside {', '.join(n for n in before if n != TUNED)} at "
+        f"{len(before[TUNED])} T; "
+        + (f"IREE's build kept at {kept}" if kept else "no IREE build kept")
+        + (f"; undone (no faster after): T={', '.join(undone)}" if undone else ""),
+        file=stream,
+    )
+    cells_ = " ".join(
+        f"{t}:{_ratio(before, t):.2f}" + (f"->{_ratio(after, t):.2f}" if t in losses else "")
+        for t in sorted(before[TUNED])
+    )
+    print(f"dcmlir: guard: tuned over the faster IREE build, T:ratio: {cells_}", file=stream)

@@ -1,0 +1,108 @@
+"""The guard: the tuned module beside IREE's builds, and IREE's build kept where it is faster."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from helpers import DENSE
+
+import dcmlir
+from dcmlir.driver.guarding import TILED, cells, guard_plan, guard_points, patched
+from dcmlir.driver.outcome import WorkloadReport
+from dcmlir.driver.plan_tree import workload_plan
+from dcmlir.driver.roles import Roles
+from dcmlir.space import DataTiledCandidate, DefaultCandidate
+
+FAST = {"min_time": 0.002, "rounds": 2}
+
+
+def test_cells_split_between_points_in_log_extents() -> None:
+    found = cells([1, 4, 16, 128], 1, 128)
+    assert found == {1: (1, 2), 4: (3, 8), 16: (9, 45), 128: (46, 128)}
+    covered = [t for low, high in found.values() for t in range(low, high + 1)]
+    assert covered == list(range(1, 129))  # every extent in one cell
+
+
+def _tuned(tmp_path: Path, stream: io.StringIO) -> dcmlir.TuneReport:
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    return dcmlir.tune(
+        source,
+        dims=["1:24"],
+        budget=16,
+        db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
+        stream=stream,
+        placement=False,
+        **FAST,
+    )
+
+
+def test_guard_points_cover_small_t_and_every_stretch(tmp_path: Path) -> None:
+    report = _tuned(tmp_path, io.StringIO())
+    points = guard_points(report.plan, 96)
+    assert points == sorted(set(points)) and points[0] == 1
+    assert set(range(1, 17)) <= set(points)  # every T up to 16
+    (workload,) = report.plan.workloads
+    runs = {t: workload.tree.select((t,)) for t in range(1, points[-1] + 1)}
+    edges = [t for t in runs if t - 1 in runs and runs[t - 1] != runs[t]]
+    assert set(edges) <= set(points)  # a stretch's first T, as the dispatch runs it, is timed
+    assert len(guard_points(report.plan, 5)) == 5
+
+
+def test_a_patch_runs_the_build_in_the_cell_of_the_kernel_that_lost(tmp_path: Path) -> None:
+    report = _tuned(tmp_path, io.StringIO())
+    (found,) = report.workloads
+    search = found.search
+    ran = found.plan.tree.select((9,))
+    kernel = found.plan.kernels[ran].candidate
+    build = next(b for b in (DataTiledCandidate(), DefaultCandidate()) if b.key() != kernel.key())
+    result = patched(found, (8, 12), 9, build, 1.5)
+    assert result is not None
+    index = [k.key() for k in result.kernels].index(build.key())
+    for shape in search.shapes:
+        was = search.kernels[search.choice[shape]].key()
+        now = result.choice[shape]
+        if 8 <= shape[0] <= 12 and was == kernel.key():
+            assert now == index
+            # the tree keeps it: its estimate is the kernel's over the ratio
+            before = search.kernel_cost(shape, search.choice[shape])[0]
+            assert result.kernel_cost(shape, now)[0] == pytest.approx(before / 1.5)
+        else:
+            assert result.kernels[now].key() == was
+    plan = workload_plan(result, None, "config")
+    assert plan.kernels[plan.tree.select((9,))].candidate.key() == build.key()
+    # the build already running there: nothing to patch
+    assert patched(WorkloadReport(found.workload, result, plan), (8, 12), 9, build, 1.5) is None
+
+
+def test_tune_with_the_guard_times_the_module_beside_iree(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    with Roles(guard=guard_plan).in_scope():  # the real guard (the suite keeps the reports)
+        report = _tuned(tmp_path, stream)
+    text = stream.getvalue()
+    assert f"dcmlir: guard: timed beside iree-default, {TILED} at" in text, text
+    ratios = text.split("T:ratio: ")[1].split()
+    assert [int(r.split(":")[0]) for r in ratios][:3] == [1, 2, 3]
+    assert report.plan.workloads
+
+
+def test_tune_without_the_guard_prints_nothing_of_it(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    source = tmp_path / "dense.mlir"
+    source.write_text(DENSE)
+    with Roles(guard=guard_plan).in_scope():
+        dcmlir.tune(
+            source,
+            dims=["1:8"],
+            budget=8,
+            db=tmp_path / "r.jsonl",
+            output=tmp_path / "plan.json",
+            stream=stream,
+            placement=False,
+            guard=False,
+            **FAST,
+        )
+    assert "guard" not in stream.getvalue()
