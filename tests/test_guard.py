@@ -25,7 +25,7 @@ def test_cells_split_between_points_in_log_extents() -> None:
     assert covered == list(range(1, 129))  # every extent in one cell
 
 
-def _tuned(tmp_path: Path, stream: io.StringIO) -> dcmlir.TuneReport:
+def _tuned(tmp_path: Path, stream: io.StringIO, guard: bool = True) -> dcmlir.TuneReport:
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
     return dcmlir.tune(
@@ -36,6 +36,7 @@ def _tuned(tmp_path: Path, stream: io.StringIO) -> dcmlir.TuneReport:
         output=tmp_path / "plan.json",
         stream=stream,
         placement=False,
+        guard=guard,
         **FAST,
     )
 
@@ -91,18 +92,6 @@ def test_tune_with_the_guard_times_the_module_beside_iree(tmp_path: Path) -> Non
 
 def test_tune_without_the_guard_prints_nothing_of_it(tmp_path: Path) -> None:
     stream = io.StringIO()
-    source = tmp_path / "dense.mlir"
-    source.write_text(DENSE)
     with Roles(guard=guard_plan).in_scope():
-        dcmlir.tune(
-            source,
-            dims=["1:8"],
-            budget=8,
-            db=tmp_path / "r.jsonl",
-            output=tmp_path / "plan.json",
-            stream=stream,
-            placement=False,
-            guard=False,
-            **FAST,
-        )
+        _tuned(tmp_path, stream, guard=False)
     assert "guard" not in stream.getvalue()

@@ -42,7 +42,13 @@ from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem, ShapeRes
 from dcmlir.measure.timing import MeasureSettings
 from dcmlir.measure.variants import Variant
 from dcmlir.records import Record
-from dcmlir.testing import FakeRunner, FullDiskDatabase, keep_placement, small_cost_model
+from dcmlir.testing import (
+    FakeRunner,
+    FullDiskDatabase,
+    keep_placement,
+    keep_reports,
+    small_cost_model,
+)
 from dcmlir.tools.cli import main
 
 HOLD = os.environ.get("DCMLIR_TEST_HOLD", "")
@@ -172,6 +178,7 @@ def roles_from_environment() -> Roles:
         database=database,
         cost_model=small_cost_model() if small else None,
         placement=keep_placement,  # a resumed tune must write the same plan: no timing after
+        guard=keep_reports,
     )
 
 
