@@ -281,7 +281,12 @@ class _Timing:
             compile_default(self.input, self.target, flags=flags)
         except TuneError as err:
             first = next((line for line in str(err).splitlines()[1:] if "error" in line), "")
-            print(f"dcmlir: guard: IREE's data tiling does not compile it {first}", file=stream)
+            name = Path(str(self.input)).name
+            print(
+                f"dcmlir: guard: IREE's data tiling does not compile {name}, not timed beside it"
+                f" ({first.strip()})",
+                file=stream,
+            )
             return False
         return True
 
