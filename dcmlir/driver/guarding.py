@@ -223,10 +223,14 @@ def guard_plan(
 
         after: dict[str, dict[int, float]] = {}
         found = kept_at(losses)
-        if losses:  # timed again: a patch that made its point no faster is undone
+        if losses:  # timed again: a patch that made its point no faster (or wrong) is undone
             builds[TUNED] = make_plan(found)
-            after, _ = timing.run(builds, sorted(losses))
-            helped = [t for t in losses if _ratio(after, t) < _ratio(times, t)]
+            after, wrong_after = timing.run(builds, sorted(losses))
+            helped = [
+                t
+                for t in losses
+                if TUNED not in wrong_after[t] and _ratio(after, t) < _ratio(times, t)
+            ]
             found = kept_at(helped) if len(helped) < len(losses) else found
             losses = {t: losses[t] for t in helped} | {
                 t: ("none", losses[t][1]) for t in losses if t not in helped
