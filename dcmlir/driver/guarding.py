@@ -44,7 +44,7 @@ from dcmlir.driver.module_timing import (
     timed_side_by_side,
 )
 from dcmlir.driver.outcome import WorkloadReport
-from dcmlir.driver.placing import timed_range
+from dcmlir.driver.placing import timed_range, untimed_reason
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.search.outcome import SearchResult
@@ -179,16 +179,10 @@ def guard_plan(
     plan = make_plan(reports)
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
         return list(reports)
+    why = untimed_reason(plan, input)
     points = guard_points(plan, settings.points)
-    why = (
-        "the module was read from stdin"
-        if str(input) == "-"
-        else "the plan was predicted, not timed"
-        if plan.predicted
-        else None
-        if points
-        else "its dynamic dims share no value to time it at"
-    )
+    if why is None and not points:
+        why = "its dynamic dims share no value to time it at"
     if why is not None:
         print(f"dcmlir: guard: not run: {why}", file=stream)
         return list(reports)
@@ -277,12 +271,26 @@ class _Timing:
         self.parameters = module_parameters(input, text)
         self.entry, self.driver = module_entry(text), plan.device or "local-sync"
         self.target = plan.target
+        self.compiled: list[tuple[Plan | tuple[str, ...], bytes]] = []
+
+    def _built(self, plan: Plan | tuple[str, ...]) -> bytes:
+        """``plan``'s module, compiled once: the second timing of the same builds and the
+        timing after a patch compile only what changed."""
+        for done, vmfb in self.compiled:
+            if done is plan or (isinstance(plan, tuple) and done == plan):
+                return vmfb
+        if isinstance(plan, Plan):
+            vmfb = compile(self.input, plan=plan, stream=io.StringIO()).vmfb
+        else:
+            vmfb = compile_default(self.input, self.target, flags=plan)
+        self.compiled.append((plan, vmfb))
+        return vmfb
 
     def compiles(self, flags: tuple[str, ...], stream: IO[str]) -> bool:
         """Whether IREE builds the input with ``flags`` (data tiling does not compile some
         modules: then it is no build a user could pick)."""
         try:
-            compile_default(self.input, self.target, flags=flags)
+            self._built(flags)
         except TuneError as err:
             first = next((line for line in str(err).splitlines()[1:] if "error" in line), "")
             name = Path(str(self.input)).name
@@ -300,12 +308,7 @@ class _Timing:
         """(build -> point -> seconds, point -> the builds whose outputs differ from the
         default's); a build given by flags is IREE's own build of the input with them
         (:func:`compile_default`), a plan is compiled as ``dcmlir compile`` does."""
-        vmfbs = {}
-        for name, plan in plans.items():
-            if isinstance(plan, Plan):
-                vmfbs[name] = compile(self.input, plan=plan, stream=io.StringIO()).vmfb
-            else:
-                vmfbs[name] = compile_default(self.input, self.target, flags=plan)
+        vmfbs = {name: self._built(plan) for name, plan in plans.items()}
         functions = loaded_functions(vmfbs, self.entry, self.driver, self.parameters)
         inputs = random_inputs(functions[TUNED], points or self.points)
         wrong = {p: outputs_agree(functions, arrays, DEFAULT) for p, arrays in inputs.items()}

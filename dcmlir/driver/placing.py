@@ -37,7 +37,13 @@ from dcmlir.driver.module_timing import (
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.target import CpuTarget
 
-__all__ = ["PlacementSettings", "choose_placement", "placement_points", "timed_range"]
+__all__ = [
+    "PlacementSettings",
+    "choose_placement",
+    "placement_points",
+    "timed_range",
+    "untimed_reason",
+]
 
 OFFSETS = 64
 """Placements are told apart by their ``.text`` offset modulo this: the fetch windows a
@@ -112,7 +118,7 @@ def choose_placement(
     settings = settings or PlacementSettings()
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
         return plan
-    why = _not_placeable(plan, input)
+    why = untimed_reason(plan, input)
     points = placement_points(plan, settings.points)
     if why is None and not points:
         why = "its dynamic dims share no value to time it at"
@@ -142,7 +148,9 @@ def choose_placement(
     return dataclasses.replace(plan, placement=best)
 
 
-def _not_placeable(plan: Plan, input: str | Path) -> str | None:
+def untimed_reason(plan: Plan, input: str | Path) -> str | None:
+    """Why ``plan``'s module cannot be timed after tuning (the placement's and the guard's
+    steps), None where it can."""
     if str(input) == "-":
         return "the module was read from stdin (compile it again to time it)"
     if plan.predicted:
