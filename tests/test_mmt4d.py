@@ -493,6 +493,40 @@ def test_a_family_that_loses_rows_to_the_evidence_keeps_the_rest_beside_data_til
     assert picks == [FAMILY[m8].key()] * 16 + ["datatiled"] * 16
 
 
+def test_a_pair_speaks_by_tile_counts_not_by_remainders() -> None:
+    """A kernel and data tiling pad their last row tile instead of running remainder code,
+    so a pair speaks for the rows of its tile counts whatever their remainders, and those
+    pairs decide before nearer ones of other counts. On a Xeon (`dense_ffn1`, budget 60)
+    one 8-row tile took 0.6x data tiling's one 16-row tile at T = 8, two 8-row tiles tied
+    with it at T = 9, 10; by remainder class the ties spoke for T = 3..7 and the pair at 8
+    did not, and the plan ran data tiling there, 1.45x the 8-row kernel's time. A loss
+    speaks only for rows of as many kernel tiles per data-tiling tile as at the pair:
+    where the kernel runs fewer, it is faster for it."""
+    from test_database import make
+
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    search = ShapeGenericSearch(
+        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
+    )  # type: ignore[arg-type]
+    m8, pair = 4, ("datatiled", "mmt4d:m8n32k1")
+    for t, mine, theirs in ((8, 444.0, 739.0), (9, 694.0, 685.0), (10, 734.0, 731.0)):
+        for key, us in zip(pair, (theirs, mine), strict=True):
+            search.records[(key, (t,))] = make(key, t, (us * 1e-6,), together=list(pair))
+            search.measured[(key, (t,))] = us * 1e-6
+    one_tile, two_tiles = [2, 3, 4, 5, 6, 7], [8, 9, 10, 11]  # T = 3..8, T = 9..12
+    unpaired, beaten = search._against_iree_builds({m8: one_tile + two_tiles})
+    assert m8 not in unpaired  # T = 8's pair speaks for T = 3..7
+    assert beaten == {m8: two_tiles}  # the ties at T = 9, 10 go to data tiling
+
+    # without the pair at T = 8 (`dense_qkv` on the Xeon), the ties at T = 9, 10 (two tiles
+    # to one) cover T = 3..7 and say nothing against one tile to one
+    for key in pair:
+        del search.records[(key, (8,))], search.measured[(key, (8,))]
+    unpaired, beaten = search._against_iree_builds({m8: one_tile + two_tiles})
+    assert m8 not in unpaired and beaten == {m8: two_tiles}
+
+
 def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     """Every shape of a regime (the kernel's and data tiling's row-tile counts) costs each
     the same, so the pairs timed side by side in it repeat one comparison: beside data
@@ -526,9 +560,10 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     assert beaten[m8] == [14, 15]
     put("mmt4d:m8n32k1", 15, 9.1, together=("mmt4d:m8n32k1",))  # timed in another call
     unpaired, beaten = search._against_iree_builds(regions)
-    # T = 16 alone is a pair (1.05x); T = 15's records, two calls apart, are none: its row
-    # (a remainder the pair at T = 16 lacks) is unpaired, and ruled out as a lost one is
-    assert beaten[m8] == [15] and unpaired[m8] == [14]
+    # T = 16 alone is a pair (1.05x); T = 15's records, two calls apart, are none, and the
+    # pair at T = 16 speaks for it: the same tile counts (two 8-row tiles, one 16-row
+    # tile), though T = 15 leaves a remainder in the last tile (both pad it)
+    assert beaten[m8] == [14, 15] and m8 not in unpaired
 
     search.records.clear()
     search.measured.clear()

@@ -63,10 +63,17 @@ side, in one call of the measurer (:meth:`.measured_pairs.MeasuredPairs.together
 def _covering(
     joint: np.ndarray, near: np.ndarray, column: int, build: int, speaks: Speaks | None
 ) -> np.ndarray:
-    """[pair row, row]: where a pair of ``column`` and ``build`` is evidence."""
-    cover = cover_matrix(joint[:, column], near)
+    """[pair row, row]: where a pair of ``column`` and ``build`` is evidence. Where both step
+    on the row-tile grid (``speaks``), near and where it speaks, whatever the remainder
+    classes: both pad their last tile instead of running remainder code, so their times
+    follow the tile counts. By the classes, a pair at T = 8 of `dense_ffn1` on a Xeon (an
+    8-row kernel 0.6x data tiling's time, one tile each) spoke for no T below 8, ties at
+    T = 9, 10 (two 8-row tiles beside one 16-row tile) did, and the plan ran data tiling
+    at T = 3..7, 1.45x the 8-row kernel's time there (never_slower.py, budget 60)."""
     found = None if speaks is None else speaks(column, build)
-    return cover if found is None else cover & found
+    if found is not None:
+        return near & found
+    return cover_matrix(joint[:, column], near)
 
 
 def unpaired_rows(
@@ -136,9 +143,15 @@ def beaten_rows(
     by_class: bool = True,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them show it
-    slower than the default by more than ``margin``. Closest: in the row's own remainder
-    class first (a pair with more remainders timed the kernel's remainder code, which the
-    row does not run; docs/design.md section 7 step 6), then by ``distance[pair row, row]``
+    slower than the default by more than ``margin``. Closest: in the row's own regime first
+    where the two step on the row-tile grid (``regime``: the same tile counts, so the same
+    comparison), else in its own remainder class (a pair with more remainders timed the
+    kernel's remainder code, which the row does not run; docs/design.md section 7 step
+    6), then by ``distance[pair row, row]``. On the grid a loss speaks only for rows
+    where the kernel runs as many row tiles per build tile as at the pair: where it runs
+    fewer it is faster for it (a tie of two 8-row tiles with one 16-row tile at T = 9, 10
+    of `dense_qkv` on a Xeon ruled one 8-row tile out of T = 5, 6, where it runs 0.6x
+    data tiling's time)
     (equal to 1e-9; a pair at the row itself decides). Not ``by_class`` (an IREE build in
     the kernel's place: no remainder code of its own, the classes are the default's alone):
     by distance alone. Class first let a pair at 8 x 26 of attention context (8 heads of
@@ -168,14 +181,17 @@ def beaten_rows(
             pairs += timed_again
         if not pairs:
             continue
-        masks = joint[:, column]
         cover = _covering(joint, near, column, default, speaks)
+        kind = _kind_of(
+            joint[:, column], by_class, None if regime is None else partial(regime, column, default)
+        )
+        lighter = None if speaks is None else speaks(column, default)
         beaten = []
         for row in region:
             covering = [
-                ((by_class and masks[r] != masks[row], round(float(distance[r, row]), 9)), value)
+                ((kind(r) != kind(row), round(float(distance[r, row]), 9)), value)
                 for r, value in _carried(pairs, steps, row)
-                if cover[r, row]
+                if cover[r, row] and (value <= line or lighter is None or lighter[row, r])
             ]
             if not covering:
                 continue
@@ -185,6 +201,22 @@ def beaten_rows(
         if beaten:
             found[column] = beaten
     return found
+
+
+def _kind_of(
+    masks: np.ndarray, by_class: bool, regime: Callable[[int], tuple[Hashable, bool] | None] | None
+) -> Callable[[int], Hashable]:
+    """What a pair must share with a row to decide it before nearer pairs: the row-tile
+    counts where the two step on a grid (every row of a regime costs each the same), else
+    the remainder class (``by_class``), else nothing."""
+
+    def kind(row: int) -> Hashable:
+        found = None if regime is None else regime(row)
+        if found is not None:
+            return found[0]
+        return int(masks[row]) if by_class else 0
+
+    return kind
 
 
 def _carried(
