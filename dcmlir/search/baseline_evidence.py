@@ -147,23 +147,22 @@ def beaten_rows(
     where the two step on the row-tile grid (``regime``: the same tile counts, so the same
     comparison), else in its own remainder class (a pair with more remainders timed the
     kernel's remainder code, which the row does not run; docs/design.md section 7 step
-    6), then by ``distance[pair row, row]``. On the grid a loss speaks only for rows
-    where the kernel runs as many row tiles per build tile as at the pair: where it runs
-    fewer it is faster for it (a tie of two 8-row tiles with one 16-row tile at T = 9, 10
-    of `dense_qkv` on a Xeon ruled one 8-row tile out of T = 5, 6, where it runs 0.6x
-    data tiling's time)
-    (equal to 1e-9; a pair at the row itself decides). Not ``by_class`` (an IREE build in
-    the kernel's place: no remainder code of its own, the classes are the default's alone):
-    by distance alone. Class first let a pair at 8 x 26 of attention context (8 heads of
-    size 48; data tiling 1.19x the default, both M a multiple of the default's 8-row tile)
-    outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan ran the default there,
-    1.17x data tiling's time (never_slower.py, budget 60). Pairs of one ``regime`` are one
-    comparison: where some were timed side by side (``again`` too), each shows their
-    geomean ratio. ``waste`` [row]: how much slower than smooth the cost model has the
-    default there (:func:`dcmlir.search.floor_builds.default_waste`); a pair's ratio is
-    carried to a row net of it, so a pair where the default runs whole tiles does not
-    speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at 64 x 64 of
-    attention scores, 330 at 63 x 63)."""
+    6), then by ``distance[pair row, row]`` (equal to 1e-9; a pair at the row itself
+    decides). On the grid a loss speaks only for rows where the kernel runs as many row
+    tiles per build tile as at the pair: where it runs fewer it is faster for it (a tie of
+    two 8-row tiles with one 16-row tile at T = 9, 10 of `dense_qkv` on a Xeon ruled one
+    8-row tile out of T = 5, 6, where it runs 0.6x data tiling's time). Not ``by_class``
+    (an IREE build in the kernel's place: no remainder code of its own, the classes are
+    the default's alone): by distance alone. Class first let a pair at 8 x 26 of attention
+    context (8 heads of size 48; data tiling 1.19x the default, both M a multiple of the
+    default's 8-row tile) outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan
+    ran the default there, 1.17x data tiling's time (never_slower.py, budget 60). Pairs of
+    one ``regime`` are one comparison: where some were timed side by side (``again`` too),
+    each shows their geomean ratio. ``waste`` [row]: how much slower than smooth the cost
+    model has the default there (:func:`dcmlir.search.floor_builds.default_waste`); a
+    pair's ratio is carried to a row net of it, so a pair where the default runs whole
+    tiles does not speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at
+    64 x 64 of attention scores, 330 at 63 x 63)."""
     found: dict[int, list[int]] = {}
     line = math.log1p(margin)
     steps = np.zeros(joint.shape[0]) if waste is None else np.log(waste)
