@@ -179,10 +179,8 @@ def guard_plan(
     plan = make_plan(reports)
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
         return list(reports)
-    why = untimed_reason(plan, input)
     points = guard_points(plan, settings.points)
-    if why is None and not points:
-        why = "its dynamic dims share no value to time it at"
+    why = untimed_reason(plan, input, points)
     if why is not None:
         print(f"dcmlir: guard: not run: {why}", file=stream)
         return list(reports)

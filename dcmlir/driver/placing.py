@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -118,10 +118,8 @@ def choose_placement(
     settings = settings or PlacementSettings()
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
         return plan
-    why = untimed_reason(plan, input)
     points = placement_points(plan, settings.points)
-    if why is None and not points:
-        why = "its dynamic dims share no value to time it at"
+    why = untimed_reason(plan, input, points)
     if why is not None:
         print(f"dcmlir: placement: not chosen: {why}", file=stream)
         return plan
@@ -148,13 +146,15 @@ def choose_placement(
     return dataclasses.replace(plan, placement=best)
 
 
-def untimed_reason(plan: Plan, input: str | Path) -> str | None:
-    """Why ``plan``'s module cannot be timed after tuning (the placement's and the guard's
-    steps), None where it can."""
+def untimed_reason(plan: Plan, input: str | Path, points: Sequence[int]) -> str | None:
+    """Why ``plan``'s module cannot be timed after tuning at ``points`` (the placement's and
+    the guard's steps), None where it can."""
     if str(input) == "-":
         return "the module was read from stdin (compile it again to time it)"
     if plan.predicted:
         return "the plan was predicted, not timed"
+    if not points:
+        return "its dynamic dims share no value to time it at"
     return None
 
 
