@@ -15,6 +15,7 @@ import pytest
 from test_packed import RNG, assert_projects, constant_projection, workload_of
 
 import dcmlir
+from dcmlir.build.compiler import build
 from dcmlir.build.routes import encoded_flags, flag_group
 from dcmlir.codegen.kernel import KernelVariant, Mmt4dForm, kernel_module_text
 from dcmlir.dispatch import Plan, WorkloadPlan
@@ -34,6 +35,7 @@ from dcmlir.space import (
     workload_space,
 )
 from dcmlir.target import CpuTarget
+from dcmlir.tools.cli import main
 
 
 def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
@@ -761,7 +763,7 @@ def _public_entry(text: str) -> str:
 
 
 def test_a_plan_of_explicit_kernels_keeps_the_entry_and_data_tiles_around_them(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A splittable entry whose plan runs explicit kernels is not split (their weight lives
     in their layout only); IREE's data tiling compiles the rest, the ukernels off."""
@@ -789,6 +791,15 @@ def test_a_plan_of_explicit_kernels_keeps_the_entry_and_data_tiles_around_them(
         emitted
     )
     assert_projects(load_function(result.vmfb, "main"), (1, 2, 3, 16, 17, 40))
+    # the result names the flags that built it: the emitted IR with them is the same module
+    assert result.flags == ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=none")
+    again = build(result.mlir, "llvm-cpu", result.flags, use_cache=False)
+    assert again.vmfb == result.vmfb
+    # and `dcmlir compile --emit-mlir` says them beside the IR it wrote
+    args = [str(source), "--plan", str(tmp_path / "plan.json"), "-o", str(tmp_path / "d.vmfb")]
+    assert main(["compile", *args, "--emit-mlir", str(tmp_path / "e.mlir")]) == 0
+    out = capsys.readouterr().out
+    assert f"MLIR in {tmp_path / 'e.mlir'} (it builds with {' '.join(result.flags)})" in out
 
 
 @pytest.mark.parametrize(

@@ -275,6 +275,7 @@ def run_compile(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         (f"{PREDICTED_MARK} " if predicted else "")
         + f"{args.output}: {result.dispatched} op(s) dispatched, {size} bytes"
         + (f"; MLIR in {args.emit_mlir}" if args.emit_mlir else "")
+        + (f" (it builds with {' '.join(result.flags)})" if args.emit_mlir and result.flags else "")
         + ("; kernels chosen by the offline model, not timed" if predicted else ""),
         file=out,
     )

@@ -49,6 +49,9 @@ class CompileResult:
     # workload key -> the plan's kernels IREE rejected in this module, run as its default
     rejected: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     data_tiled: bool = False  # built with IREE's data tiling (split entry, explicit kernels)
+    # the iree-compile flags beyond the target's that built ``vmfb`` from ``mlir``: the
+    # dispatch's IR needs them (an encoded or split module does not build without its flags)
+    flags: tuple[str, ...] = ()
 
 
 def compile(
@@ -123,7 +126,7 @@ def compile(
                     file=stream,
                 )
                 continue
-            mlir, dispatched, built, rejected = _without_rejected_kernels(
+            mlir, dispatched, built, run_flags, rejected = _without_rejected_kernels(
                 err, text, source, loaded, str(plan), flags, stream
             )
         if split is not None:
@@ -139,7 +142,7 @@ def compile(
         _write(emit_mlir, mlir, "--emit-mlir")
     if output is not None:
         _write(output, built.vmfb, "-o")
-    return CompileResult(built.vmfb, mlir, dispatched, split, rejected, data_tiled)
+    return CompileResult(built.vmfb, mlir, dispatched, split, rejected, data_tiled, run_flags)
 
 
 def _plan_not_used(plan: Plan, source: str, stream: IO[str]) -> Plan:
@@ -196,10 +199,10 @@ def _without_rejected_kernels(
     origin: str,
     flags: tuple[str, ...],
     stream: IO[str],
-) -> tuple[str, int, Build, dict[str, tuple[str, ...]]]:
+) -> tuple[str, int, Build, tuple[str, ...], dict[str, tuple[str, ...]]]:
     """The dispatched module built with IREE's default in place of the kernels IREE
-    cannot compile inside this module, saying which: (its text, ops rewritten, build,
-    each such workload's key -> the kernels put back to the default).
+    cannot compile inside this module, saying which: (its text, ops rewritten, build, the
+    flags it was built with, each such workload's key -> the kernels put back to the default).
 
     A kernel is built and timed alone when tuned; in a model IREE fuses its consumers
     into it, and some kernels then fail (data tiling on an attention batch matmul with
@@ -263,14 +266,16 @@ def _workload(plan: Plan, key: str) -> WorkloadPlan:
 
 def _build_plan(
     text: str, source: str, plan: Plan, origin: str, flags: tuple[str, ...]
-) -> tuple[str, int, Build]:
-    """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build)."""
+) -> tuple[str, int, Build, tuple[str, ...]]:
+    """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build,
+    the flags it was built with)."""
     mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
     run_flags = flags + _kernel_flags(plan, bool(dispatched), False)
     return (
         mlir,
         dispatched,
         build(mlir, plan.target, run_flags, source_name=source, placement=plan.placement),
+        run_flags,
     )
 
 
