@@ -91,10 +91,15 @@ def _from_json(cls: type, obj: Mapping[str, Any], backend: str) -> Any:
     unknown = sorted(set(obj) - names - {"backend"})
     if unknown:
         raise ValueError(f"unknown {cls.__name__} fields in JSON: {', '.join(unknown)}")
-    missing = sorted(names - set(obj))
+    # a field with a plain default may be absent: it was added later (loop_alignment)
+    missing = sorted(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in obj and f.default is dataclasses.MISSING
+    )
     if missing:
         raise ValueError(f"{cls.__name__} JSON lacks fields: {', '.join(missing)}")
-    return cls(**{name: obj[name] for name in names})
+    return cls(**{name: obj[name] for name in names if name in obj})
 
 
 def _kib(size: int) -> str:
@@ -116,7 +121,8 @@ class CpuTarget:
     ``vector_registers=0`` means "the ISA's count for ``vector_bits``", so
     overriding only ``vector_bits=256`` also gives AVX2's 16 registers. The
     overrides change the limits the space is derived from, not the code IREE
-    generates: ``target_cpu`` stays ``host``.
+    generates: ``target_cpu`` stays ``host``. ``loop_alignment`` alone is about the code:
+    where dcmlir's own builds start their innermost loops.
     """
 
     backend: ClassVar[str] = CPU_BACKEND
@@ -129,6 +135,9 @@ class CpuTarget:
     l3_bytes: int = field(default_factory=lambda: host_cpu().l3_bytes)
     model: str = field(default_factory=lambda: host_cpu().model)
     target_cpu: str = "host"
+    loop_alignment: int = 64
+    """Bytes every innermost loop of dcmlir's own builds starts at, on x86-64
+    (:func:`dcmlir.build.code_layout.code_flags`); 0: LLVM's default (16)."""
 
     def __post_init__(self) -> None:
         if self.vector_registers == 0:
@@ -137,6 +146,11 @@ class CpuTarget:
             self,
             ("vector_bits", "vector_registers", "threads", "l1d_bytes", "l2_bytes", "l3_bytes"),
         )
+        alignment = self.loop_alignment
+        if alignment and (alignment < 16 or alignment > 4096 or alignment & (alignment - 1)):
+            raise ValueError(
+                f"loop_alignment={alignment} is not 0 or a power of two in 16..4096 bytes"
+            )
         if self.vector_bits % 32:
             raise ValueError(f"vector_bits={self.vector_bits} is not a whole number of f32 lanes")
         if self.target_cpu != "host":

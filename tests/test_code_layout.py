@@ -13,12 +13,13 @@ import pytest
 from helpers import DENSE
 
 import dcmlir
-from dcmlir.build.code_layout import LONGEST, TRIED, placement_name, text_offset
+from dcmlir.build.code_layout import LONGEST, TRIED, code_flags, placement_name, text_offset
 from dcmlir.build.compiler import build
 from dcmlir.dispatch import Plan, PlanError
 from dcmlir.driver.placing import choose_placement, placement_points, timed_range
 from dcmlir.driver.roles import Roles
 from dcmlir.ir.iree import load_function
+from dcmlir.target import CpuTarget
 
 FAST = {"min_time": 0.002, "rounds": 2}
 
@@ -65,11 +66,14 @@ def test_text_offset_of_bytes_without_an_executable_is_none() -> None:
     assert text_offset(b"\x7fELF\x02\x01" + b"\0" * 10) is None  # cut short
 
 
-def _tuned(tmp_path: Path, stream: io.StringIO | None = None) -> tuple[Path, Plan]:
+def _tuned(
+    tmp_path: Path, stream: io.StringIO | None = None, target: CpuTarget | None = None
+) -> tuple[Path, Plan]:
     source = tmp_path / "dense.mlir"
     source.write_text(DENSE)
     report = dcmlir.tune(
         source,
+        target=target or CpuTarget(),
         dims=["1:8"],
         budget=12,
         db=tmp_path / "r.jsonl",
@@ -120,8 +124,8 @@ def test_points_take_each_kernels_median_first(tmp_path: Path) -> None:
 
 def test_tune_times_the_placements_and_keeps_the_fastest(tmp_path: Path) -> None:
     stream = io.StringIO()
-    with Roles(placement=choose_placement).in_scope():
-        _, plan = _tuned(tmp_path, stream)
+    with Roles(placement=choose_placement).in_scope():  # loops where LLVM puts them
+        _, plan = _tuned(tmp_path, stream, CpuTarget(loop_alignment=0))
     assert plan.placement is not None
     assert Plan.load(tmp_path / "plan.json").placement == plan.placement
     line = next(x for x in stream.getvalue().splitlines() if "dcmlir: placement" in x)
@@ -132,15 +136,51 @@ def test_tune_times_the_placements_and_keeps_the_fastest(tmp_path: Path) -> None
     assert f"{plan.placement}: " in line.split("fastest:")[1]
 
 
+@pytest.mark.skipif(not code_flags("llvm-cpu"), reason="loops are aligned on x86-64 only")
+def test_aligned_loops_land_at_one_offset_under_every_name(tmp_path: Path) -> None:
+    """With the innermost loops 64-byte aligned (the default target, on x86-64) ``.text``
+    is too: no name moves the code, and the tune times no placement."""
+    flags = code_flags(CpuTarget())
+    assert flags == ("--x86-experimental-pref-innermost-loop-alignment=6",)
+    assert code_flags(CpuTarget(loop_alignment=0)) == ()
+    assert code_flags(CpuTarget(loop_alignment=32)) == (
+        "--x86-experimental-pref-innermost-loop-alignment=5",
+    )
+    for placement in (0, 16, 32, 48):  # the code moves by 64 bytes if at all
+        offset = text_offset(build(DENSE, "llvm-cpu", flags, placement=placement).vmfb)
+        assert offset is not None and offset % 64 == 0
+    stream = io.StringIO()
+    with Roles(placement=choose_placement).in_scope():
+        _, plan = _tuned(tmp_path, stream)
+    assert plan.placement is None
+    assert (
+        "dcmlir: placement: not timed: the module's innermost loops are aligned to 64 bytes"
+        in stream.getvalue()
+    )
+    # the dispatched module is built with them, and says so
+    compiled = dcmlir.compile(tmp_path / "dense.mlir", plan=plan)
+    assert compiled.flags[-1:] == flags
+
+
+def test_a_loop_alignment_is_a_power_of_two() -> None:
+    for bad in (8, 48, 8192):
+        with pytest.raises(ValueError, match=f"loop_alignment={bad} is not 0 or a power of two"):
+            CpuTarget(loop_alignment=bad)
+    target = CpuTarget(loop_alignment=128)
+    assert CpuTarget.from_json(target.to_json()) == target
+    older = {k: v for k, v in target.to_json().items() if k != "loop_alignment"}
+    assert CpuTarget.from_json(older).loop_alignment == 64  # plans before the field
+
+
 def test_no_placement_for_a_module_read_from_stdin(tmp_path: Path) -> None:
-    _, plan = _tuned(tmp_path)
+    _, plan = _tuned(tmp_path, target=CpuTarget(loop_alignment=0))
     stream = io.StringIO()
     assert choose_placement(plan, "-", stream=stream) is plan
     assert "placement: not chosen: the module was read from stdin" in stream.getvalue()
 
 
 def test_no_placement_for_parameters_without_their_archive(tmp_path: Path) -> None:
-    _, plan = _tuned(tmp_path)
+    _, plan = _tuned(tmp_path, target=CpuTarget(loop_alignment=0))
     source = tmp_path / "model.mlir"
     source.write_text(
         'util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>\n' + DENSE

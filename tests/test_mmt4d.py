@@ -15,6 +15,7 @@ import pytest
 from test_packed import RNG, assert_projects, constant_projection, workload_of
 
 import dcmlir
+from dcmlir.build.code_layout import code_flags
 from dcmlir.build.compiler import build
 from dcmlir.build.routes import encoded_flags, flag_group
 from dcmlir.codegen.kernel import KernelVariant, Mmt4dForm, kernel_module_text
@@ -792,7 +793,8 @@ def test_a_plan_of_explicit_kernels_keeps_the_entry_and_data_tiles_around_them(
     )
     assert_projects(load_function(result.vmfb, "main"), (1, 2, 3, 16, 17, 40))
     # the result names the flags that built it: the emitted IR with them is the same module
-    assert result.flags == ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=none")
+    dt_flags = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=none")
+    assert result.flags == dt_flags + code_flags(CpuTarget())
     again = build(result.mlir, "llvm-cpu", result.flags, use_cache=False)
     assert again.vmfb == result.vmfb
     # and `dcmlir compile --emit-mlir` says them beside the IR it wrote

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dcmlir.build.code_layout import code_flags
 from dcmlir.build.compiler import (
     BuildError,
     Compiler,
@@ -154,7 +155,7 @@ class Builder:
         result = build(
             text,
             self.target,
-            (*request.flags, *self.extra_flags),
+            (*request.flags, *code_flags(self.target), *self.extra_flags),
             source_name=f"{workload.key}.mlir",
             timeout=self.time_limit(len(chunk)),
             uncached_flags=request.uncached_flags,

@@ -14,9 +14,12 @@ name; the build cache keys it, and the plan records the one chosen
 
 from __future__ import annotations
 
+import platform
 import struct
 
-__all__ = ["LONGEST", "TRIED", "placement_name", "text_offset"]
+from dcmlir.target import CpuTarget
+
+__all__ = ["LONGEST", "TRIED", "code_flags", "placement_name", "text_offset"]
 
 LONGEST = 63
 """The most characters a placement adds to the name (a placement is that number)."""
@@ -27,6 +30,31 @@ found. How far a character moves the code depends on how often ``.rodata`` holds
 (the source path, ``<stem>_linked``, ...): once (the dense layer of the tests: 16
 characters are 16 bytes, fewer are padded away), twice (8 characters are 16 bytes) or four
 times (dispatched attention modules: 4 characters are 16 bytes); 4, 6 or 8 compiles."""
+
+_LOOP_ALIGNMENT_FLAG = "--x86-experimental-pref-innermost-loop-alignment"
+_X86_64 = ("x86_64", "amd64")
+
+
+def code_flags(target: object) -> tuple[str, ...]:
+    """The flags dcmlir's own CPU builds add (the kernels timed in tuning, the dispatched
+    module; not IREE's builds it is compared with): LLVM's x86 backend starts every
+    innermost loop at a ``CpuTarget.loop_alignment``-byte boundary (LLVM's default is 16
+    bytes; ``llvm-cpu`` by name is the default target), which aligns ``.text`` as much, so
+    no file name moves a loop against the fetch windows and a kernel's loops sit in its
+    dispatch as they sat in the build it was timed in. None off x86-64 (``target-cpu=host``:
+    the host's architecture is the code's) or with ``loop_alignment=0``.
+
+    Measured on the Xeon (Rocket Lake), `fresh_scores_h96`'s budget-240 plan: its
+    data-tiling branch ran 1.015-1.062x IREE's data-tiling build under three of four
+    placements and 0.985-0.999x under the fourth; with 64-byte loops 0.984-0.997x under
+    all four (docs/design.md section 13, "Aligned loops instead of placements")."""
+    if target == "llvm-cpu":
+        target = CpuTarget()
+    if not isinstance(target, CpuTarget) or not target.loop_alignment:
+        return ()
+    if platform.machine().lower() not in _X86_64:
+        return ()
+    return (f"{_LOOP_ALIGNMENT_FLAG}={target.loop_alignment.bit_length() - 1}",)
 
 
 def placement_name(placement: int) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from dcmlir.build.code_layout import code_flags
 from dcmlir.build.compiler import Build, BuildError, build
 from dcmlir.codegen.mmt4d import MMT4D_KERNEL_FLAGS
 from dcmlir.codegen.packed import DATA_TILING_FLAGS, ENCODED_KERNEL_FLAGS
@@ -113,6 +114,7 @@ def compile(
             with_data_tiling and bool(dispatched) and loaded.runs(Mmt4dCandidate)
         )
         run_flags = flags + _kernel_flags(loaded, bool(dispatched), data_tiled)
+        run_flags += code_flags(loaded.target)
         try:
             built = build(
                 mlir, loaded.target, run_flags, source_name=source, placement=loaded.placement
@@ -270,7 +272,7 @@ def _build_plan(
     """Emit ``plan``'s dispatch (no entry split) and build it: (text, ops rewritten, build,
     the flags it was built with)."""
     mlir, dispatched, _ = _emit(text, source, plan, origin, False, io.StringIO())
-    run_flags = flags + _kernel_flags(plan, bool(dispatched), False)
+    run_flags = flags + _kernel_flags(plan, bool(dispatched), False) + code_flags(plan.target)
     return (
         mlir,
         dispatched,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dcmlir.build.code_layout import TRIED, text_offset
+from dcmlir.build.code_layout import TRIED, code_flags, text_offset
 from dcmlir.build.compiler import BuildError
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile
@@ -117,6 +117,14 @@ def choose_placement(
     inputs this cannot make), with one line saying why."""
     settings = settings or PlacementSettings()
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
+        return plan
+    if code_flags(plan.target):
+        print(
+            "dcmlir: placement: not timed: the module's innermost loops are aligned to"
+            f" {plan.target.loop_alignment} bytes ({' '.join(code_flags(plan.target))}),"
+            " so no file name moves them",
+            file=stream,
+        )
         return plan
     points = placement_points(plan, settings.points)
     why = untimed_reason(plan, input, points)
