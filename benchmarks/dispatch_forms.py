@@ -9,9 +9,12 @@ three modules, timed interleaved in one process on ``local-sync``:
 - ``blocks``: the tree as blocks, ``cf.cond_br`` per split and one block per kernel, in an
   ``scf.execute_region`` (IREE 3.13 takes it in a function, not inside a loop), so a call
   evaluates only its path;
+- ``table``: the kernel read from a table of every M with one ``util.buffer.load``
+  (``dcmlir-emit-dispatch``'s default since 2026-12-03, :mod:`dcmlir.dispatch.case_table`),
+  then the balanced search;
 - ``one``: the kernel alone, no tree.
 
-Every M in 1..128 is checked to give the same output from ``selects`` and ``blocks``.
+Every M in 1..128 is checked to give the same output from every form with a tree.
 Reproduce: ``python benchmarks/dispatch_forms.py --splits 50``.
 """
 
@@ -108,6 +111,46 @@ def selects_module(tree: Tree) -> str:
     return HEAD + "\n".join(text.lines) + f"\nreturn {result} : tensor<?x48xf32>\n}}\n"
 
 
+def pick(tree: Tree, m: int) -> int:
+    """The kernel ``tree`` picks at ``m``."""
+    while tree[0] == "split":
+        tree = tree[2] if m <= tree[1] else tree[3]
+    return int(tree[1])
+
+
+def table_module(tree: Tree) -> str:
+    """The kernel read from a table of every M in 1..128 (one ``util.buffer.load``), then the
+    balanced search, as ``dcmlir-emit-dispatch`` emits it by default."""
+    text = Text()
+    cases = ", ".join(str(pick(tree, m)) for m in range(1, 129))
+    row, byte, case = text.name("o"), text.name("t"), text.name("k")
+    one, size = text.index(1), text.index(128)
+    text.lines += [
+        f"{row} = arith.subi %m, {one} : index",
+        f"%table = util.buffer.constant : !util.buffer = dense<[{cases}]> : tensor<128xi8>",
+        f"{byte} = util.buffer.load %table[{row} for {one}] : !util.buffer{{{size}}} -> i8",
+        f"{case} = arith.index_castui {byte} : i8 to index",
+    ]
+
+    def search(numbers: list[int]) -> str:
+        if len(numbers) == 1:
+            return text.kernel(numbers[0])
+        half = len(numbers) // 2
+        low, out = text.name("l"), text.name("r")
+        text.lines += [
+            f"{low} = arith.cmpi ule, {case}, {text.index(numbers[half - 1])} : index",
+            f"{out} = scf.if {low} -> tensor<?x48xf32> {{",
+        ]
+        text.lines.append(f"scf.yield {search(numbers[:half])} : tensor<?x48xf32>")
+        text.lines.append("} else {")
+        text.lines.append(f"scf.yield {search(numbers[half:])} : tensor<?x48xf32>")
+        text.lines.append("}")
+        return out
+
+    result = search(list(range(KERNELS)))
+    return HEAD + "\n".join(text.lines) + f"\nreturn {result} : tensor<?x48xf32>\n}}\n"
+
+
 def blocks_module(tree: Tree) -> str:
     text = Text()
     blocks: list[tuple[str, list[str]]] = []
@@ -152,7 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="3,17,64,120")
     args = parser.parse_args(argv)
     tree = random_tree(random.Random(args.seed), args.splits)
-    texts = {"selects": selects_module(tree), "blocks": blocks_module(tree), "one": one_module()}
+    texts = {
+        "selects": selects_module(tree),
+        "blocks": blocks_module(tree),
+        "table": table_module(tree),
+        "one": one_module(),
+    }
     calls: dict[str, LoadedFunction] = {}
     for name, text in texts.items():
         built = run_compile(text, TARGETS["llvm-cpu"])
@@ -163,11 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     b = rng.random((48, 48), dtype=np.float32)
     for m in range(1, 129):
         a = rng.random((m, 48), dtype=np.float32)
-        if not np.allclose(calls["selects"](a, b)[0], calls["blocks"](a, b)[0]):
-            raise SystemExit(f"dispatch_forms: selects and blocks differ at M = {m}")
+        want = calls["selects"](a, b)[0]
+        for form in ("blocks", "table"):
+            if not np.allclose(calls[form](a, b)[0], want):
+                raise SystemExit(f"dispatch_forms: selects and {form} differ at M = {m}")
     print(f"{args.splits} splits, {KERNELS} kernels: outputs agree at M = 1..128")
-    print("| M | one (us) | selects (us) | blocks (us) | selects - one | blocks - one |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| M | one (us) | selects (us) | blocks (us) | table (us) | selects - one "
+        "| blocks - one | table - one |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m in (int(v) for v in args.shapes.split(",")):
         inputs = {
             name: call.prepare([rng.random((m, 48), dtype=np.float32), b])
@@ -183,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         med = {name: statistics.median(values) for name, values in times.items()}
         print(
             f"| {m} | {med['one']:.2f} | {med['selects']:.2f} | {med['blocks']:.2f} "
-            f"| {med['selects'] - med['one']:+.2f} | {med['blocks'] - med['one']:+.2f} |"
+            f"| {med['table']:.2f} | {med['selects'] - med['one']:+.2f} "
+            f"| {med['blocks'] - med['one']:+.2f} | {med['table'] - med['one']:+.2f} |"
         )
     return 0
 

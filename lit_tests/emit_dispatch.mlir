@@ -1,4 +1,6 @@
 // RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json}' | FileCheck %s
+// RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json table=never}' | FileCheck %s
+// RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json table=always}' | FileCheck %s --check-prefix=TABLE
 // RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json}' --verify-diagnostics
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch' 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
@@ -11,7 +13,7 @@
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
-// TD: emit_dispatch.mlir:[[# @LINE + 81]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
+// TD: emit_dispatch.mlir:[[# @LINE + 106]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
 
 // The encodings of @packed's kernels: M's iteration size ? for the weight and the fallback,
 // the kernel's bound (4, 16) in its branches.
@@ -38,10 +40,35 @@
 
 // The DietCode dense layer, M in 1..16, 3 kernels: M <= 4 -> the skinny
 // kernel, 5..8 -> IREE's default, 9..16 -> the square one. Outside 1..16
-// (0 included) the op runs without a config (IREE's own lowering). Inside, the
-// tree is evaluated with arith.select to a position among the distinct kernels
-// it uses (0: default, 1: skinny, 2: square), and a balanced scf.if search over
-// the positions runs one clone per kernel.
+// (0 included) the op runs without a config (IREE's own lowering). Inside (by default:
+// two splits cost its calls less than a table; and with table=never), the tree is
+// evaluated with arith.select to a position among the
+// distinct kernels it uses (0: default, 1: skinny, 2: square), and a balanced
+// scf.if search over the positions runs one clone per kernel.
+// With table=always the position is read from a table instead, one byte per M of the range
+// (M - 1: 1 for M <= 4, 0 for 5..8, 2 for 9..16), with one util.buffer.load.
+// TABLE-LABEL: func.func @dense
+// TABLE: arith.cmpi ult, %[[M:.*]], %{{.*}} : index
+// TABLE: %[[OUT:.*]] = arith.ori
+// TABLE: scf.if %[[OUT]] -> (tensor<?x768xf32>) {
+// TABLE-NEXT: linalg.matmul {dcmlir.kernel = "fallback"}
+// TABLE-NEXT: scf.yield
+// TABLE-NEXT: } else {
+// TABLE-NEXT: %[[LO:.*]] = arith.constant 1 : index
+// TABLE-NEXT: %[[ROW:.*]] = arith.subi %[[M]], %[[LO]] : index
+// TABLE-NEXT: %[[CASES:.*]] = util.buffer.constant : !util.buffer = dense<[1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2]> : tensor<16xi8>
+// TABLE-NEXT: %[[SIZE:.*]] = arith.constant 16 : index
+// TABLE-NEXT: %[[ONE:.*]] = arith.constant 1 : index
+// TABLE-NEXT: %[[BYTE:.*]] = util.buffer.load %[[CASES]][%[[ROW]] for %[[ONE]]] : !util.buffer{%[[SIZE]]} -> i8
+// TABLE-NEXT: %[[CASE:.*]] = arith.index_castui %[[BYTE]] : i8 to index
+// TABLE-NEXT: %[[P0:.*]] = arith.constant 0 : index
+// TABLE-NEXT: %[[IS0:.*]] = arith.cmpi ule, %[[CASE]], %[[P0]] : index
+// TABLE-NEXT: scf.if %[[IS0]] -> (tensor<?x768xf32>) {
+// TABLE-NEXT: linalg.matmul {dcmlir.kernel = "default"}
+// TABLE-NOT: arith.select
+// TABLE: dcmlir.kernel = "cpu:wg8x128:v1x16:k8"
+// TABLE: dcmlir.kernel = "cpu:wg32x32:v8x16:k4"
+// TABLE: return
 // CHECK-LABEL: func.func @dense
 // CHECK-SAME: (%[[X:.*]]: tensor<?x768xf32>, %[[W:.*]]: tensor<768x768xf32>) -> tensor<?x768xf32>
 // CHECK: %[[INIT:.*]] = linalg.fill

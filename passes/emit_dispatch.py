@@ -4,7 +4,10 @@ Every dynamic op whose workload is in the plan becomes an ``scf.if`` cascade
 (docs/design.md, section 8 (plans, the decision tree and the dispatch shape)): the
 dynamic loop extents are read with ``tensor.dim``; a shape outside the tuned range
 runs the op as it was, for IREE's default lowering (which also handles 0 and
-anything above the range); inside it, a large tree's top levels are ``scf.if``
+anything above the range); inside it, where it costs the plan's calls less, the case is
+read from a table of every shape of the range with one ``util.buffer.load``
+(:mod:`dcmlir.dispatch.case_table`: a handful of VM ops per call whatever the tree's
+size), else a large tree's top levels are ``scf.if``
 branches and the subtree a shape reaches, evaluated as ``arith.cmpi``/``arith.select``
 (:mod:`dcmlir.dispatch.branching`: about 11 ns a split per call), gives the position
 of the chosen kernel among the subtree's kernels, and a balanced ``scf.if`` search
@@ -32,20 +35,31 @@ Two things keep the dispatched module as fast as IREE's own around the tuned op:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dcmlir.codegen.branches import PackedBranch, PackedForms
+from dcmlir.codegen.case_lookup import load_case, outside_range
 from dcmlir.codegen.exact import balanced_cases, exact_cascade, fix_extents
 from dcmlir.codegen.fusion import FusedGroup, fused_consumers
 from dcmlir.codegen.packed import dispatch_region, loop_dims, region_return
 from dcmlir.codegen.shape_ties import FUNCTION_OPS, tie_where_needed
 from dcmlir.dispatch import Leaf, Node, Plan, PlanError, Split, WorkloadPlan, kernels_under
 from dcmlir.dispatch.branching import branch_levels, is_branched
+from dcmlir.dispatch.case_table import CaseTable, case_table
 from dcmlir.ir.mlir import arith, ir, scf
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
+from dcmlir.passes.dispatch_checks import (
+    Remark,
+    check_all_matched,
+    check_packing,
+    encoded_kernels,
+    explicit_kernels,
+    kernel_infos,
+)
 from dcmlir.passes.split_entry import LEFT_TO_IREE
-from dcmlir.space import DataTiledCandidate, Mmt4dCandidate, PackedCandidate, packing_problem
+from dcmlir.space import Mmt4dCandidate, packing_problem
 from dcmlir.workload import M, NotAWorkload, Workload, workloads
 
 KERNEL_ATTR = "dcmlir.kernel"
@@ -54,9 +68,7 @@ running the pass again leaves its own output alone."""
 
 FALLBACK = "fallback"
 COMPILATION_INFO = "compilation_info"
-
-_Remark = tuple[ir.Operation, str, bool]
-"""(op, message, is a warning): a diagnostic the pass emits once every check passed."""
+TABLE_CHOICES = ("auto", "always", "never")
 
 
 @dataclass(frozen=True)
@@ -65,17 +77,24 @@ class EmitDispatchPass(ModulePass):
     summary = "replace each planned dynamic op by an scf.if cascade over its tuned kernels"
 
     plan: str = option("", "plan file (JSON, docs/plan.md) written by the tuner; required")
+    table: str = option(
+        "auto",
+        "read each shape's case from a table with one load: auto (where that costs the"
+        " plan's calls less than the tree), always (wherever it fits), never",
+    )
 
     def __post_init__(self) -> None:
         if not self.plan:
             raise ValueError("option 'plan' is required: plan=FILE, a plan JSON the tuner wrote")
+        if self.table not in TABLE_CHOICES:
+            raise ValueError(f"option 'table' is {self.table!r}: one of {', '.join(TABLE_CHOICES)}")
 
     def apply(self, ctx: PassContext, module: ir.Operation) -> None:
         try:
             plan = Plan.load(self.plan)
         except PlanError as err:
             raise ctx.fail(module, str(err)) from None
-        emit_dispatch(ctx, module, plan, origin=self.plan)
+        emit_dispatch(ctx, module, plan, origin=self.plan, table=self.table)
 
 
 @dataclass(frozen=True)
@@ -118,15 +137,18 @@ class _Target:
 
 
 def emit_dispatch(
-    ctx: PassContext, module: ir.Operation, plan: Plan, origin: str = "<plan>"
+    ctx: PassContext, module: ir.Operation, plan: Plan, origin: str = "<plan>", table: str = "auto"
 ) -> int:
     """Rewrite every op of ``module`` that ``plan`` covers; returns how many were rewritten.
+    ``table``: each shape's case is read from a table (:mod:`dcmlir.dispatch.case_table`)
+    where it costs the calls less than the tree (``auto``), wherever it fits (``always``),
+    or never.
 
     All checks (keys, routes, attributes) run before the first rewrite, so a
     failing plan leaves the module as it was.
     """
     targets: list[_Target] = []
-    remarks: list[_Remark] = []  # in IR order, emitted once all checks pass
+    remarks: list[Remark] = []  # in IR order, emitted once all checks pass
     module_keys: dict[str, str] = {}
     matched: set[str] = set()
     taken: set[ir.Operation] = set()  # fused into an earlier target's group
@@ -154,9 +176,9 @@ def emit_dispatch(
             matched.add(found.key)
             group = fused_consumers(op, taken)
             taken.update(group.members)
-            infos = _kernel_infos(ctx, op, found, planned)
-            encoded, explicit = _encoded_kernels(planned), _explicit_kernels(planned)
-            _check_packing(ctx, op, found, planned, explicit, remarks)
+            infos = kernel_infos(ctx, op, found, planned)
+            encoded, explicit = encoded_kernels(planned), explicit_kernels(planned)
+            check_packing(ctx, op, found, planned, explicit, remarks)
             targets.append(_Target(op, found, planned, infos, group, encoded, explicit))
             fused = f", {len(group)} fused consumer(s) in each branch" if len(group) else ""
             remarks.append(
@@ -168,128 +190,19 @@ def emit_dispatch(
                     False,
                 )
             )
-        _check_all_matched(ctx, module, plan, origin, matched, module_keys)
+        check_all_matched(ctx, module, plan, origin, matched, module_keys)
         for op, message, warning in remarks:
             (ctx.warning if warning else ctx.remark)(op, message)
         for target in targets:
-            _rewrite(target)
+            tabled = None if table == "never" else case_table(target.plan, table == "always")
+            _rewrite(target, tabled)
     return len(targets)
-
-
-def _kernel_infos(
-    ctx: PassContext, op: ir.Operation, workload: Workload, planned: WorkloadPlan
-) -> dict[int, ir.Attribute | None]:
-    """The parsed ``compilation_info`` of every kernel a leaf runs; errors name the kernel."""
-    dynamic = [d.index for d in workload.dynamic_dims]
-    loops = [d.loop for d in planned.dims]
-    if dynamic != loops:
-        raise ctx.fail(
-            op,
-            f"plan for workload {workload.key} dispatches on loops {_loops(loops)}, "
-            f"the op's dynamic loops are {_loops(dynamic)}",
-        )
-    infos: dict[int, ir.Attribute | None] = {}
-    for index in planned.tree.kernels():
-        kernel = planned.kernels[index]
-        if isinstance(kernel.candidate, PackedCandidate | DataTiledCandidate | Mmt4dCandidate):
-            infos[index] = None
-            continue
-        if kernel.route != "config":
-            raise ctx.fail(
-                op,
-                f"plan for workload {workload.key}: kernel {index} ({kernel.candidate_key}) "
-                f"uses route '{kernel.route}'; {EmitDispatchPass.name} emits only 'config' "
-                "kernels (compilation_info)",
-            )
-        text = kernel.candidate.compilation_info(workload)
-        if text is None:
-            infos[index] = None
-            continue
-        try:
-            infos[index] = ir.Attribute.parse(text)
-        except ir.MLIRError as err:
-            raise ctx.fail(
-                op,
-                f"kernel {index} ({kernel.candidate_key}): compilation_info does not parse: {err}",
-            ) from None
-    return infos
-
-
-def _encoded_kernels(planned: WorkloadPlan) -> dict[int, int | None]:
-    """M's iteration size of every packed or data-tiled kernel the tree runs (None: ``?``)."""
-    found: dict[int, int | None] = {}
-    for index in planned.tree.kernels():
-        candidate = planned.kernels[index].candidate
-        if isinstance(candidate, DataTiledCandidate):
-            found[index] = None
-        elif isinstance(candidate, PackedCandidate):
-            found[index] = candidate.m0
-    return found
-
-
-def _check_packing(
-    ctx: PassContext,
-    op: ir.Operation,
-    workload: Workload,
-    planned: WorkloadPlan,
-    explicit: dict[int, Mmt4dCandidate],
-    remarks: list[_Remark],
-) -> None:
-    """An op whose tree packs the weight (a packed or explicit kernel; IREE's data tiling
-    alone packs both inputs anyway) fails where it cannot be packed, and is warned about
-    where its weight is not a constant (packed on every call)."""
-    tree = planned.tree.kernels()
-    packs = any(isinstance(planned.kernels[k].candidate, PackedCandidate) for k in tree)
-    if not packs and not explicit:
-        return
-    problem = packing_problem(workload)
-    if problem is not None and 1 in workload.constant_operands:
-        raise ctx.fail(op, f"plan for workload {workload.key} runs packed kernels: {problem}")
-    if problem is not None:
-        remarks.append(
-            (op, "the weight is not a constant: packed kernels pack it on every call", True)
-        )
-
-
-def _explicit_kernels(planned: WorkloadPlan) -> dict[int, Mmt4dCandidate]:
-    """The explicit mmt4d kernels the tree runs, by kernel index."""
-    found = {}
-    for index in planned.tree.kernels():
-        candidate = planned.kernels[index].candidate
-        if isinstance(candidate, Mmt4dCandidate):
-            found[index] = candidate
-    return found
-
-
-def _loops(loops: Sequence[int]) -> str:
-    return ", ".join(f"d{loop}" for loop in loops) or "none"
-
-
-def _check_all_matched(
-    ctx: PassContext,
-    module: ir.Operation,
-    plan: Plan,
-    origin: str,
-    matched: set[str],
-    module_keys: dict[str, str],
-) -> None:
-    """A planned workload with no op is a plan for another module: say which and what is here."""
-    missing = [w for w in plan.workloads if w.key not in matched]
-    if not missing:
-        return
-    wanted = ", ".join(f"{w.key} ({w.kind})" for w in missing)
-    here = ", ".join(f"{key} ({kind})" for key, kind in module_keys.items()) or "none"
-    raise ctx.fail(
-        module,
-        f"plan {origin} (for '{plan.source}') has workloads that match no op in this module: "
-        f"{wanted}; the module's workloads: {here}",
-    )
 
 
 # --- the cascade -----------------------------------------------------------------------------
 
 
-def _rewrite(target: _Target) -> None:
+def _rewrite(target: _Target, table: CaseTable | None) -> None:
     """Build the cascade where the group's last op was, route its uses there, erase the group.
 
     The group is the op and its fused consumers; every operand of the group is
@@ -312,7 +225,8 @@ def _rewrite(target: _Target) -> None:
             chosen = _clone_group(target, sizes, *_kernel(target, kernels[0], packed))
             _replace_group(target, [group.restore(chosen[0], sizes)])
             return
-        outside = _outside_range(target.plan, dims)
+        values = [dims[d.loop] for d in target.plan.dims]
+        outside = outside_range(values, [d.range for d in target.plan.dims])
         cascade = scf.IfOp(outside, result_types, has_else=True)
         with ir.InsertionPoint(cascade.then_block):
             fallback = target.fallback
@@ -322,15 +236,19 @@ def _rewrite(target: _Target) -> None:
                 branch = packed.branch(fallback, any_size=True)
                 scf.YieldOp(_clone_group(target, sizes, FALLBACK, None, branch))
         with ir.InsertionPoint(cascade.else_block):
-            levels, root = branch_levels(target.plan.tree), target.plan.tree.root
-            scf.YieldOp(
-                _with_exact(
-                    target,
-                    [dims[d.loop] for d in target.plan.dims],
-                    result_types,
-                    lambda: _emit_tree(target, sizes, root, dims, result_types, packed, levels),
+            if table is not None:
+                case = load_case(values, table.lows, table.extents, table.cases)
+                scf.YieldOp(_emit_table(target, sizes, case, table.count, result_types, packed))
+            else:
+                levels, root = branch_levels(target.plan.tree), target.plan.tree.root
+                scf.YieldOp(
+                    _with_exact(
+                        target,
+                        values,
+                        result_types,
+                        lambda: _emit_tree(target, sizes, root, dims, result_types, packed, levels),
+                    )
                 )
-            )
         results = list(cascade.results)
         results = tie_where_needed(op, results, sizes)
         results = [group.restore(value, sizes) for value in results]
@@ -347,13 +265,36 @@ def _with_exact(
     exact = target.plan.exact
     if not exact:
         return tree()
+    build = functools.partial(_exact_clone, target)
+    return exact_cascade([e.dims for e in exact], dims, result_types, build, tree)
+
+
+def _exact_clone(target: _Target, number: int) -> list[ir.Value]:
+    """The op built for the plan's ``number``-th exact shape (its extents static)."""
+    found = target.plan.exact[number]
+    clone = _clone(target.op, target.plan.kernels[found.kernel].candidate_key, None)
+    fix_extents(clone, target.workload, found.dims)
+    return [target.group.clone_after(clone)]
+
+
+def _emit_table(
+    target: _Target,
+    sizes: Sequence[ir.Value],
+    case: ir.Value,
+    count: int,
+    result_types: list[ir.Type],
+    packed: PackedForms,
+) -> list[ir.Value]:
+    """The balanced search over a table's ``count`` cases: the tree's kernels, then the
+    exact shapes (:class:`~dcmlir.dispatch.case_table.CaseTable`)."""
+    order = target.plan.tree.kernels()
 
     def build(number: int) -> list[ir.Value]:
-        clone = _clone(target.op, target.plan.kernels[exact[number].kernel].candidate_key, None)
-        fix_extents(clone, target.workload, exact[number].dims)
-        return [target.group.clone_after(clone)]
+        if number >= len(order):
+            return _exact_clone(target, number - len(order))
+        return _clone_group(target, sizes, *_kernel(target, order[number], packed))
 
-    return exact_cascade([e.dims for e in exact], dims, result_types, build, tree)
+    return balanced_cases(case, list(range(count)), result_types, build)
 
 
 def _replace_group(target: _Target, results: Sequence[ir.Value]) -> None:
@@ -375,20 +316,6 @@ def _left_to_iree(op: ir.Operation) -> bool:
 
 def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
-def _outside_range(plan: WorkloadPlan, dims: dict[int, ir.Value]) -> ir.Value:
-    """``d < lo || d > hi`` over every dynamic loop (no ``d < 0`` test: unsigned)."""
-    checks = []
-    for dim in plan.dims:
-        lo, hi = dim.range
-        if lo > 0:
-            checks.append(arith.CmpIOp(arith.CmpIPredicate.ult, dims[dim.loop], _index(lo)).result)
-        checks.append(arith.CmpIOp(arith.CmpIPredicate.ugt, dims[dim.loop], _index(hi)).result)
-    outside = checks[0]
-    for check in checks[1:]:
-        outside = arith.OrIOp(outside, check).result
-    return outside
 
 
 def _emit_tree(

@@ -21,6 +21,15 @@ _PREDICATES: dict[int, Callable[[int, int], bool]] = {
 }
 
 
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "arith.ori": lambda a, b: a or b,
+    "arith.andi": lambda a, b: a and b,
+    "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+}
+
+
 def walk_cascade(
     func: ir.Operation,
     arg_shapes: list[tuple[int, ...]],
@@ -32,7 +41,8 @@ def walk_cascade(
     Returns the linalg op that yields the function's result ``result`` on the
     taken path and the branch taken at each scf.if (True: then); each arith.select evaluated
     on the way is appended to ``selects``. Only what the cascade uses is evaluated: constants,
-    tensor.dim of arguments, arith.cmpi, arith.ori, arith.select, scf.if, scf.yield.
+    tensor.dim of arguments, arith.cmpi, the integer ops of the table's offset, arith.select,
+    the case table (``util.buffer.constant`` and ``util.buffer.load``), scf.if, scf.yield.
     """
     env: dict[ir.Value, Any] = {}
     path: list[bool] = []
@@ -48,8 +58,16 @@ def walk_cascade(
             elif name == "arith.cmpi":
                 predicate = ir.IntegerAttr(op.attributes["predicate"]).value
                 env[op.result] = _PREDICATES[predicate](env[op.operands[0]], env[op.operands[1]])
-            elif name == "arith.ori":
-                env[op.result] = env[op.operands[0]] or env[op.operands[1]]
+            elif name in _BINARY:
+                env[op.result] = _BINARY[name](env[op.operands[0]], env[op.operands[1]])
+            elif name == "util.buffer.constant":  # the case table: its bytes
+                env[op.result] = bytes(int(v) & 0xFF for v in op.attributes["value"])
+            elif name == "util.buffer.load":  # (table, its size, offset, length 1)
+                table, size, offset, length = (env[v] for v in op.operands)
+                assert len(table) == size and length == 1 and 0 <= offset < size
+                env[op.result] = table[offset]
+            elif name == "arith.index_castui":
+                env[op.result] = env[op.operands[0]]
             elif name == "arith.select":
                 chosen = op.operands[1] if env[op.operands[0]] else op.operands[2]
                 if selects is not None:

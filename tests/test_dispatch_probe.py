@@ -28,19 +28,22 @@ DATA = Path(__file__).parent / "data"
 PROBE_T = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 23, 24, 31, 33, 47, 61, 64, 65, 77, 96, 101, 127)
 
 
-def probe_module(text: str, plan: Plan) -> str:
+def probe_module(text: str, plan: Plan, table: str = "always") -> str:
     """The dispatched module with each kernel's op replaced by a fill of its position in
-    the plan's kernels (the fallback: -1)."""
+    the plan's kernels (the fallback: -1); ``table``: the pass's option (always: the cases
+    read from a table)."""
     (planned,) = plan.workloads
     position = {kernel.candidate_key: float(kernel.index) for kernel in planned.kernels}
     position[FALLBACK] = -1.0
     with ir.Context(), ir.Location.unknown():
         module = parse_module(text)
-        count, diagnostics = run_pass(module, plan)
+        count, diagnostics = run_pass(module, plan, table)
         assert count == 1, diagnostics
+        assert ("util.buffer.load" in str(module)) == (table == "always"), "a table as asked"
         marked = _marked(module.operation)
         names = {ir.StringAttr(op.attributes[KERNEL_ATTR]).value for op in marked}
         kernels = {planned.kernels[k].candidate_key for k in planned.tree.kernels()}
+        kernels |= {planned.kernels[e.kernel].candidate_key for e in planned.exact}
         assert names == kernels | {FALLBACK}, (
             "a clone of every kernel (the tree's branches may repeat one)"
         )
@@ -72,11 +75,13 @@ def branch_ran(function: object, inputs: list[np.ndarray]) -> int:
     return int(out.flat[0])
 
 
+@pytest.mark.parametrize("table", ["always", "never"], ids=["table", "tree"])
 @pytest.mark.parametrize("case", ["attention_context", "dense"])
-def test_iree_runs_the_branch_the_plan_picks(case: str) -> None:
+def test_iree_runs_the_branch_the_plan_picks(case: str, table: str) -> None:
     """attention_context: a 2-D plan with 6 kernels and a deep tree from a real tune
     (EPYC, budget 60; its `datatiled` kernel swapped for a config, so every kernel is one
-    op); dense: the lit test's 3-kernel plan."""
+    op); dense: the lit test's 3-kernel plan. Both read from the table (one load) and
+    evaluated as the tree."""
     if case == "dense":
         plan, text = dense_plan(), DENSE
         shapes = [(m,) for m in range(0, 21)]
@@ -100,7 +105,7 @@ def test_iree_runs_the_branch_the_plan_picks(case: str) -> None:
             return {1: shape[0], 3: shape[1]}
 
     (planned,) = plan.workloads
-    built = build(probe_module(text, plan), "llvm-cpu", [])
+    built = build(probe_module(text, plan, table), "llvm-cpu", [])
     function = load_function(built.vmfb, "context" if case != "dense" else "dense")
     wrong = {}
     for shape in shapes:

@@ -34,6 +34,7 @@ from dcmlir.dispatch import (
     fit_tree,
 )
 from dcmlir.dispatch.branching import MAX_NESTING, branch_path, evaluated_splits
+from dcmlir.dispatch.case_table import case_table
 from dcmlir.dispatch.tree import kernels_under
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function
@@ -201,9 +202,9 @@ def lit_plans() -> dict[str, Plan]:
     }
 
 
-def run_pass(module: ir.Module, plan: Plan) -> tuple[int, list[str]]:
+def run_pass(module: ir.Module, plan: Plan, table: str = "auto") -> tuple[int, list[str]]:
     engine = DiagnosticEngine("input.mlir")
-    count = emit_dispatch(PassContext(engine, io.StringIO()), module.operation, plan)
+    count = emit_dispatch(PassContext(engine, io.StringIO()), module.operation, plan, table=table)
     return count, [d.format() for d in engine.diagnostics]
 
 
@@ -537,13 +538,17 @@ def _plan_for(
     st.lists(st.integers(0, len(POOL_KEYS) - 1), min_size=1, max_size=5, unique=True),
     st.integers(0, 2**32 - 1),
     st.one_of(st.none(), st.integers(1, 3)),
+    st.sampled_from(["auto", "always", "never"]),
 )
-@example("dense", 1, 12, [0, 1, 2, 3, 4], 7, None)  # 10 splits: top levels branched
-@example("scores", 1, 12, [0, 1, 2, 3, 4], 7, None)  # 37 splits over two loops
+@example("dense", 1, 12, [0, 1, 2, 3, 4], 7, None, "never")  # 10 splits: top levels branched
+@example("scores", 1, 12, [0, 1, 2, 3, 4], 7, None, "never")  # 37 splits over two loops
+@example("dense", 1, 12, [0, 1, 2, 3, 4], 7, None, "always")  # the same read from a table
+@example("scores", 1, 12, [0, 1, 2, 3, 4], 7, None, "always")
 def test_cascade_selects_what_the_tree_selects(
-    which: str, lo: int, width: int, pool: list[int], seed: int, depth: int | None
+    which: str, lo: int, width: int, pool: list[int], seed: int, depth: int | None, table: str
 ) -> None:
-    """Walk the emitted IR for every shape in range (and around it): same kernel as the tree."""
+    """Walk the emitted IR for every shape in range (and around it): same kernel as the
+    tree, evaluated as the tree or read from the table (where the plan has one)."""
     text = DENSE if which == "dense" else SCORES
     loops = [0] if which == "dense" else [1, 2]
     ranges = {loop: (lo + i, lo + i + width // len(loops)) for i, loop in enumerate(loops)}
@@ -551,8 +556,11 @@ def test_cascade_selects_what_the_tree_selects(
     (workload_plan,) = plan.workloads
     with ir.Context():
         module = parse_module(text)
-        count, diagnostics = run_pass(module, plan)
+        count, diagnostics = run_pass(module, plan, table)
         assert count == 1, diagnostics
+        tabled = "util.buffer.load" in str(module)
+        if table != "never":  # where the table was asked for and fits, it is there
+            assert tabled == (case_table(workload_plan, table == "always") is not None)
         expected_info = {
             k.index: _parsed_info(k.candidate, workload) for k in workload_plan.kernels
         }
@@ -569,16 +577,33 @@ def test_cascade_selects_what_the_tree_selects(
                 assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == "fallback"
                 continue
             assert path[0] is False, dims
-            # the range check, the tree's branches on this shape's path, then a balanced
-            # search over the distinct kernels of the subtree it reached
-            branches, subtree = _branches_to(workload_plan.tree, dims)
-            position = subtree.index(kernel.index)
-            assert len(path) == 1 + branches + _search_depth(position, len(subtree)), dims
-            assert len(path) <= MAX_NESTING
-            # the selects evaluated: the reached subtree's splits, what the plan charges
-            assert branches + len(selects) == evaluated_splits(workload_plan.tree, dims), dims
+            if tabled:  # the range check, one load, the balanced search over every case
+                case = workload_plan.tree.kernels().index(kernel.index)
+                cases = len(workload_plan.tree.kernels())
+                assert len(path) == 1 + _search_depth(case, cases) and not selects, dims
+                assert len(path) <= MAX_NESTING
+            else:
+                _check_tree_path(workload_plan, dims, kernel.index, path, selects)
             assert info_text(reached) == expected_info[kernel.index], dims
             assert ir.StringAttr(reached.attributes[KERNEL_ATTR]).value == kernel.candidate_key
+
+
+def _check_tree_path(
+    workload_plan: WorkloadPlan,
+    dims: dict[int, int],
+    kernel: int,
+    path: list[bool],
+    selects: list[bool],
+) -> None:
+    """The path of a shape through the tree as the dispatch evaluates it: the range
+    check, the tree's branches on this shape's path, then a balanced search over the
+    distinct kernels of the subtree it reached."""
+    branches, subtree = _branches_to(workload_plan.tree, dims)
+    position = subtree.index(kernel)
+    assert len(path) == 1 + branches + _search_depth(position, len(subtree)), dims
+    assert len(path) <= MAX_NESTING
+    # the selects evaluated: the reached subtree's splits, what the plan charges
+    assert branches + len(selects) == evaluated_splits(workload_plan.tree, dims), dims
 
 
 def _parsed_info(candidate: Candidate, workload: Workload) -> str | None:

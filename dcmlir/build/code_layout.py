@@ -47,7 +47,7 @@ def code_flags(target: object) -> tuple[str, ...]:
     Measured on the Xeon (Rocket Lake), `fresh_scores_h96`'s budget-240 plan: its
     data-tiling branch ran 1.015-1.062x IREE's data-tiling build under three of four
     placements and 0.985-0.999x under the fourth; with 64-byte loops 0.984-0.997x under
-    all four (docs/design.md section 13, "Aligned loops instead of placements")."""
+    all four (docs/design.md section 8, "Aligned loops instead of placements")."""
     if target == "llvm-cpu":
         target = CpuTarget()
     if not isinstance(target, CpuTarget) or not target.loop_alignment:

@@ -3,7 +3,8 @@
 In data-flow order: :mod:`~dcmlir.dispatch.tree` (a selection becomes a tree),
 :mod:`~dcmlir.dispatch.workload_plan` (one workload's kernels, tree and shapes),
 :mod:`~dcmlir.dispatch.plan` (every workload of a module, the versioned file), with
-:mod:`~dcmlir.dispatch.json_fields` reading and writing its JSON.
+:mod:`~dcmlir.dispatch.json_fields` reading and writing its JSON;
+:mod:`~dcmlir.dispatch.case_table` (the tree as a table, read with one load per call).
 ``dcmlir-emit-dispatch`` (:mod:`dcmlir.passes.emit_dispatch`) turns a plan into IR.
 """
 

@@ -3,7 +3,9 @@ so deep that evaluating it costs the calls more than its picks save.
 
 A call evaluates the tree's branches on its path and every split of the subtree it
 reaches (``arith.cmpi`` + ``arith.select`` in IREE's VM on the host:
-:mod:`dcmlir.dispatch.branching`). That is a cost per call that grows with the splits:
+:mod:`dcmlir.dispatch.branching`), or, where that costs the calls more, reads its case
+from a table at the cost of about 12 splits (:mod:`dcmlir.dispatch.case_table`). That is
+a cost per call that grows with the splits up to the table's:
 on the EPYC, the 40 splits of ``heldout_scores_h80``'s tree evaluated as selects cost
 0.45 us per call against a one-compare case (10 us calls at T <= 8: 4%). A tree is
 therefore judged on its picks' cost plus its own, against the selection's (which has
@@ -16,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from dcmlir.dispatch import WorkloadPlan
-from dcmlir.dispatch.branching import evaluated_splits
+from dcmlir.dispatch.case_table import TABLE_SPLITS, has_table, tree_splits
 from dcmlir.search.shape_generic import SearchResult
 from dcmlir.shapes import Shape
 
@@ -97,6 +99,7 @@ def dispatch_slowdowns(
     splits each call evaluates added to it; a shape whose selected kernel has no finite
     time tells nothing and is left out."""
     loops = plan.tree.loops
+    tabled = has_table(plan)  # the form dcmlir-emit-dispatch emits by default
     logs: list[float] = []
     mine_total = chosen_total = 0.0
     worst = 0.0
@@ -104,7 +107,8 @@ def dispatch_slowdowns(
         best = float(predicted[shape][picked])
         if not math.isfinite(best) or best <= 0.0:
             continue
-        overhead = SPLIT_SECONDS * evaluated_splits(plan.tree, dict(zip(loops, shape, strict=True)))
+        dims = dict(zip(loops, shape, strict=True))
+        overhead = SPLIT_SECONDS * (TABLE_SPLITS if tabled else tree_splits(plan, dims))
         mine = float(predicted[shape][plan.tree.select(shape)]) + overhead
         if not math.isfinite(mine):
             return math.inf, math.inf, math.inf
