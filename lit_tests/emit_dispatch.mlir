@@ -3,6 +3,7 @@
 // RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json table=always}' | FileCheck %s --check-prefix=TABLE
 // RUN: dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json}' --verify-diagnostics
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch' 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.plan.json table=maybe}' 2>&1 | FileCheck %s --check-prefix=BADTABLE
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.other.plan.json}' 2>&1 | FileCheck %s --check-prefix=OTHER
 // RUN: not dcmlir-opt %s -p 'dcmlir-emit-dispatch{plan=%S/Inputs/emit_dispatch.td.plan.json}' 2>&1 | FileCheck %s --check-prefix=TD
@@ -11,6 +12,7 @@
 // Plan API (workload keys taken from this file); see docs/plan.md.
 
 // NOPLAN: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'plan' is required: plan=FILE
+// BADTABLE: dcmlir-opt: error: pass 'dcmlir-emit-dispatch': option 'table' is 'maybe': one of auto, always, never
 // MISSING: error: plan {{.*}}no-such-plan.json: cannot read: No such file or directory
 // OTHER: error: plan {{.*}}emit_dispatch.other.plan.json (for 'half.mlir') has workloads that match no op in this module: {{[0-9a-f]+}} (matmul); the module's workloads: 5aebb14787f9885e (matmul), 3a268f7f08e08fdd (batch_matmul), {{[0-9a-f]+}} (matmul)
 // TD: emit_dispatch.mlir:[[# @LINE + 106]]:8: error: plan for workload 5aebb14787f9885e: kernel 2 (cpu:wg32x32:v8x16:k4) uses route 'td'; dcmlir-emit-dispatch emits only 'config' kernels
