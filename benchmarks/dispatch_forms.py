@@ -79,6 +79,24 @@ class Text:
         return out
 
 
+def balanced_search(text: Text, case: str, numbers: list[int]) -> str:
+    """The kernel whose number ``case`` holds: a balanced ``scf.if`` search, as
+    ``dcmlir-emit-dispatch`` writes it."""
+    if len(numbers) == 1:
+        return text.kernel(numbers[0])
+    half = len(numbers) // 2
+    low, out = text.name("l"), text.name("r")
+    text.lines += [
+        f"{low} = arith.cmpi ule, {case}, {text.index(numbers[half - 1])} : index",
+        f"{out} = scf.if {low} -> tensor<?x48xf32> {{",
+    ]
+    text.lines.append(f"scf.yield {balanced_search(text, case, numbers[:half])} : tensor<?x48xf32>")
+    text.lines.append("} else {")
+    text.lines.append(f"scf.yield {balanced_search(text, case, numbers[half:])} : tensor<?x48xf32>")
+    text.lines.append("}")
+    return out
+
+
 def selects_module(tree: Tree) -> str:
     text = Text()
 
@@ -92,22 +110,7 @@ def selects_module(tree: Tree) -> str:
         text.lines.append(f"{out} = arith.select {below}, {left}, {right} : index")
         return out
 
-    def search(case: str, numbers: list[int]) -> str:
-        if len(numbers) == 1:
-            return text.kernel(numbers[0])
-        half = len(numbers) // 2
-        low, out = text.name("l"), text.name("r")
-        text.lines += [
-            f"{low} = arith.cmpi ule, {case}, {text.index(numbers[half - 1])} : index",
-            f"{out} = scf.if {low} -> tensor<?x48xf32> {{",
-        ]
-        text.lines.append(f"scf.yield {search(case, numbers[:half])} : tensor<?x48xf32>")
-        text.lines.append("} else {")
-        text.lines.append(f"scf.yield {search(case, numbers[half:])} : tensor<?x48xf32>")
-        text.lines.append("}")
-        return out
-
-    result = search(position(tree), list(range(KERNELS)))
+    result = balanced_search(text, position(tree), list(range(KERNELS)))
     return HEAD + "\n".join(text.lines) + f"\nreturn {result} : tensor<?x48xf32>\n}}\n"
 
 
@@ -132,22 +135,7 @@ def table_module(tree: Tree) -> str:
         f"{case} = arith.index_castui {byte} : i8 to index",
     ]
 
-    def search(numbers: list[int]) -> str:
-        if len(numbers) == 1:
-            return text.kernel(numbers[0])
-        half = len(numbers) // 2
-        low, out = text.name("l"), text.name("r")
-        text.lines += [
-            f"{low} = arith.cmpi ule, {case}, {text.index(numbers[half - 1])} : index",
-            f"{out} = scf.if {low} -> tensor<?x48xf32> {{",
-        ]
-        text.lines.append(f"scf.yield {search(numbers[:half])} : tensor<?x48xf32>")
-        text.lines.append("} else {")
-        text.lines.append(f"scf.yield {search(numbers[half:])} : tensor<?x48xf32>")
-        text.lines.append("}")
-        return out
-
-    result = search(list(range(KERNELS)))
+    result = balanced_search(text, case, list(range(KERNELS)))
     return HEAD + "\n".join(text.lines) + f"\nreturn {result} : tensor<?x48xf32>\n}}\n"
 
 

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import dcmlir
@@ -63,20 +64,33 @@ def builds(source: Path, plan: Plan) -> dict[str, bytes]:
         variant = dataclasses.replace(plan, target=aligned, placement=placement)
         vmfb = dcmlir.compile(source, plan=variant, stream=io.StringIO()).vmfb
         found[f"aligned p{placement} @{(text_offset(vmfb) or 0) % 64}"] = vmfb
-    found["iree-default"] = build(text, CpuTarget()).vmfb
+    return {**found, **iree_builds(text)}
+
+
+def iree_builds(text: str) -> dict[str, bytes]:
+    """IREE's default and data-tiling builds of ``text``, as a user gets them."""
+    found = {"iree-default": build(text, CpuTarget()).vmfb}
     with contextlib.suppress(BuildError):  # IREE's data tiling does not compile every module
         found["iree-data-tiling"] = build(text, CpuTarget(), DATA_TILING_FLAGS).vmfb
     return found
 
 
-def measure(folder: Path, name: str, shapes: list[int], rounds: int) -> dict[str, dict[int, float]]:
-    """Build name -> T -> time over the faster IREE build at that T."""
+def measure(
+    folder: Path,
+    name: str,
+    shapes: list[int],
+    rounds: int,
+    make: Callable[[Path, Plan], dict[str, bytes]] = builds,
+) -> tuple[dict[str, dict[int, float]], dict[int, float]]:
+    """(build name -> T -> time over the faster IREE build at that T, T -> that build's
+    seconds), the builds ``make`` gives for the workload's source and plan (IREE's two
+    among them), timed side by side and their outputs checked."""
     source = folder / f"{name}-constant.mlir"
     if not source.is_file():  # attention: its weights are arguments
         source = folder / f"{name}.mlir"
     plan = Plan.load(folder / f"{name}.plan.json")
     text = source.read_text()
-    functions = loaded_functions(builds(source, plan), module_entry(text), "local-sync", None)
+    functions = loaded_functions(make(source, plan), module_entry(text), "local-sync", None)
     inputs = random_inputs(functions["iree-default"], shapes)
     for t, arrays in inputs.items():
         wrong = outputs_agree(functions, arrays, "iree-default")
@@ -84,7 +98,7 @@ def measure(folder: Path, name: str, shapes: list[int], rounds: int) -> dict[str
             raise SystemExit(f"{name} at T={t}: {', '.join(map(str, wrong))} differ")
     times = timed_side_by_side(functions, inputs, rounds, 0.002)
     best = {t: min(times[k][t] for k in IREE if k in times) for t in shapes}
-    return {key: {t: times[key][t] / best[t] for t in shapes} for key in times}
+    return {key: {t: times[key][t] / best[t] for t in shapes} for key in times}, best
 
 
 def main() -> int:
@@ -100,7 +114,7 @@ def main() -> int:
     for name in args.workloads.split(","):
         if not (folder / f"{name}.plan.json").is_file():
             parser.error(f"{folder / name}.plan.json: not found (run never_slower.py first)")
-        ratios = measure(folder, name, shapes, args.rounds)
+        ratios, _ = measure(folder, name, shapes, args.rounds)
         found[name] = {key: {str(t): r for t, r in by_t.items()} for key, by_t in ratios.items()}
         keys = [k for k in ratios if k not in IREE]
         print(f"\n{name} ({folder}): time over the faster IREE build")

@@ -18,30 +18,20 @@ Reproduce: ``python benchmarks/table_dispatch.py --dir results/never_slower_xeon
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 from pathlib import Path
 
+from loop_alignment import iree_builds, measure
+
 import dcmlir
-from dcmlir.build.compiler import BuildError, build
-from dcmlir.codegen.packed import DATA_TILING_FLAGS
+from dcmlir.build.compiler import build
 from dcmlir.dispatch import Plan
 from dcmlir.driver.loading import add_module_attributes
-from dcmlir.driver.module_timing import (
-    loaded_functions,
-    module_entry,
-    outputs_agree,
-    random_inputs,
-    timed_side_by_side,
-)
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext
 from dcmlir.passes.emit_dispatch import emit_dispatch
 from dcmlir.passes.split_entry import split_entry
-from dcmlir.target import CpuTarget
-
-IREE = ("iree-default", "iree-data-tiling")
 
 
 def tree_form(text: str, plan: Plan, split: bool) -> str:
@@ -66,14 +56,11 @@ def builds(source: Path, plan: Plan) -> dict[str, bytes]:
     if "util.buffer.load" not in compiled.mlir:
         raise SystemExit(f"{source.stem}: its plan keeps the tree (no table to compare)")
     tree = tree_form(text, plan, compiled.split is not None)
-    found = {
+    return {
         "table": compiled.vmfb,
         "tree": build(tree, plan.target, compiled.flags, placement=plan.placement).vmfb,
-        "iree-default": build(text, CpuTarget()).vmfb,
+        **iree_builds(text),
     }
-    with contextlib.suppress(BuildError):  # IREE's data tiling does not compile every module
-        found["iree-data-tiling"] = build(text, CpuTarget(), DATA_TILING_FLAGS).vmfb
-    return found
 
 
 def main() -> int:
@@ -86,28 +73,13 @@ def main() -> int:
     folder = Path(args.dir)
     shapes = [int(s) for s in args.shapes.split(",")]
     for name in args.workloads.split(","):
-        source = folder / f"{name}-constant.mlir"
-        if not source.is_file():  # attention: its weights are arguments
-            source = folder / f"{name}.mlir"
-        plan = Plan.load(folder / f"{name}.plan.json")
-        text = source.read_text()
-        functions = loaded_functions(builds(source, plan), module_entry(text), "local-sync", None)
-        inputs = random_inputs(functions["iree-default"], shapes)
-        for t, arrays in inputs.items():
-            wrong = outputs_agree(functions, arrays, "iree-default")
-            if wrong:
-                raise SystemExit(f"{name} at T={t}: {', '.join(map(str, wrong))} differ")
-        times = timed_side_by_side(functions, inputs, args.rounds, 0.002)
+        ratios, best = measure(folder, name, shapes, args.rounds, builds)
         print(f"\n{name} ({folder}): time over the faster IREE build, and table over tree")
         print("| T | table | tree | table / tree | faster IREE build (us) |")
         print("|---:|---:|---:|---:|---:|")
         for t in shapes:
-            best = min(times[k][t] for k in IREE if k in times)
-            table, tree = times["table"][t], times["tree"][t]
-            print(
-                f"| {t} | {table / best:.3f} | {tree / best:.3f} | {table / tree:.3f} "
-                f"| {best * 1e6:.1f} |"
-            )
+            table, tree = ratios["table"][t], ratios["tree"][t]
+            print(f"| {t} | {table:.3f} | {tree:.3f} | {table / tree:.3f} | {best[t] * 1e6:.1f} |")
     return 0
 
 
