@@ -101,20 +101,27 @@ def measure(
     return {key: {t: times[key][t] / best[t] for t in shapes} for key in times}, best
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, shapes: str) -> tuple[Path, list[str], list[int], int]:
+    """(records folder, workloads, T, rounds) from the command line of a script that times
+    the plans of a ``never_slower.py`` records folder; an error where a plan is missing."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--dir", required=True, help="a never_slower.py records folder")
     parser.add_argument("--workloads", required=True, help="comma-separated")
-    parser.add_argument("--shapes", default="5,7,9,13,65,100,127")
+    parser.add_argument("--shapes", default=shapes)
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
-    folder = Path(args.dir)
-    shapes = [int(s) for s in args.shapes.split(",")]
-    found = {}
-    for name in args.workloads.split(","):
+    folder, names = Path(args.dir), args.workloads.split(",")
+    for name in names:
         if not (folder / f"{name}.plan.json").is_file():
             parser.error(f"{folder / name}.plan.json: not found (run never_slower.py first)")
-        ratios, _ = measure(folder, name, shapes, args.rounds)
+    return folder, names, [int(s) for s in args.shapes.split(",")], args.rounds
+
+
+def main() -> int:
+    folder, names, shapes, rounds = arguments(__doc__, "5,7,9,13,65,100,127")
+    found = {}
+    for name in names:
+        ratios, _ = measure(folder, name, shapes, rounds)
         found[name] = {key: {str(t): r for t, r in by_t.items()} for key, by_t in ratios.items()}
         keys = [k for k in ratios if k not in IREE]
         print(f"\n{name} ({folder}): time over the faster IREE build")
@@ -122,7 +129,7 @@ def main() -> int:
         print("|---:|" + "---:|" * len(keys))
         for t in shapes:
             print(f"| {t} | " + " | ".join(f"{ratios[k][t]:.3f}" for k in keys) + " |")
-    OUT.write_text(json.dumps({"dir": str(args.dir), "shapes": shapes, **found}, indent=1))
+    OUT.write_text(json.dumps({"dir": str(folder), "shapes": shapes, **found}, indent=1))
     return 0
 
 

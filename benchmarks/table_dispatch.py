@@ -17,11 +17,10 @@ Reproduce: ``python benchmarks/table_dispatch.py --dir results/never_slower_xeon
 
 from __future__ import annotations
 
-import argparse
 import io
 from pathlib import Path
 
-from loop_alignment import iree_builds, measure
+from loop_alignment import arguments, iree_builds, measure
 
 import dcmlir
 from dcmlir.build.compiler import build
@@ -64,16 +63,9 @@ def builds(source: Path, plan: Plan) -> dict[str, bytes]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", required=True, help="a never_slower.py records folder")
-    parser.add_argument("--workloads", required=True, help="comma-separated")
-    parser.add_argument("--shapes", default="1,2,4,5,7,9,13,16,31")
-    parser.add_argument("--rounds", type=int, default=40)
-    args = parser.parse_args()
-    folder = Path(args.dir)
-    shapes = [int(s) for s in args.shapes.split(",")]
-    for name in args.workloads.split(","):
-        ratios, best = measure(folder, name, shapes, args.rounds, builds)
+    folder, names, shapes, rounds = arguments(__doc__, "1,2,4,5,7,9,13,16,31")
+    for name in names:
+        ratios, best = measure(folder, name, shapes, rounds, builds)
         print(f"\n{name} ({folder}): time over the faster IREE build, and table over tree")
         print("| T | table | tree | table / tree | faster IREE build (us) |")
         print("|---:|---:|---:|---:|---:|")

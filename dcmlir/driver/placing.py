@@ -118,10 +118,11 @@ def choose_placement(
     settings = settings or PlacementSettings()
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
         return plan
-    if code_flags(plan.target):
+    aligned = code_flags(plan.target)
+    if aligned:
         print(
             "dcmlir: placement: not timed: the module's innermost loops are aligned to"
-            f" {plan.target.loop_alignment} bytes ({' '.join(code_flags(plan.target))}),"
+            f" {plan.target.loop_alignment} bytes ({' '.join(aligned)}),"
             " so no file name moves them",
             file=stream,
         )
