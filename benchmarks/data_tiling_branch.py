@@ -28,7 +28,6 @@ import io
 import json
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
 
@@ -40,7 +39,7 @@ from dcmlir.codegen.kernel import input_shapes, reference
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.driver import compiling
 from dcmlir.driver.loading import load_model
-from dcmlir.ir.iree import load_function
+from dcmlir.ir.iree import LoadedFunction, load_function
 from dcmlir.measure.timing import random_inputs
 from dcmlir.space import DataTiledCandidate
 from dcmlir.target import CpuTarget
@@ -84,7 +83,7 @@ def builds(source: Path, plan: Path) -> dict[str, bytes]:
 
 
 def time_at(
-    functions: dict[str, Callable], workload: Workload, t: int, rounds: int
+    functions: dict[str, LoadedFunction], workload: Workload, t: int, rounds: int
 ) -> dict[str, float]:
     """Median microseconds per build with every dynamic extent ``t``, outputs checked first."""
     dims = workload.shape_dims((t,) * len(workload.dynamic_dims))
