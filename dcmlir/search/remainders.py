@@ -34,7 +34,8 @@ __all__ = [
 
 UNSEEN_REMAINDER = 2.0
 """How much slower than predicted a kernel is assumed on shapes of a remainder class it
-was never measured in, when no sibling shows what that class costs."""
+was never measured in, when no kernel shows what that class costs: no sibling, and no
+kernel with the same (or a wider) tile on each loop the class has a remainder on."""
 
 REACH = 4.0
 """How far one measurement speaks for a kernel: to the shapes whose dynamic extents'
@@ -98,7 +99,8 @@ class RemainderClasses:
 
         A candidate never measured with a remainder takes its siblings' measured ratio
         instead of the blind :data:`UNSEEN_REMAINDER` (records: 4-10x for a 64-wide
-        vector tile on an attention batch matmul's dynamic N, where 2x let it be chosen).
+        vector tile on an attention batch matmul's dynamic N, where 2x let it be chosen),
+        else what the kernels with its tile on each such loop showed (:meth:`_pooled`).
         """
         logs: dict[tuple[tuple[int, ...], int], list[float]] = {}
         for column, points in residual.items():
@@ -114,7 +116,34 @@ class RemainderClasses:
                 if mask:
                     ratio = float(np.mean(values) - np.mean(by_mask[0]))
                     logs.setdefault((tiles, mask), []).append(ratio)
-        return {key: max(math.exp(float(np.mean(v))), 1.0) for key, v in logs.items()}
+        found = {key: max(math.exp(float(np.mean(v))), 1.0) for key, v in logs.items()}
+        return found | self._pooled(logs, found)
+
+    def _pooled(
+        self, logs: dict[tuple[tuple[int, ...], int], list[float]], found: Penalties
+    ) -> Penalties:
+        """Each (tiles, class) no sibling was measured in: the product over its loops with a
+        remainder of what a remainder on that loop cost the kernels with that tile on it (or
+        the nearest larger tile: a wider tile peels more), measured alone."""
+        loop_logs: dict[tuple[int, int], list[float]] = {}
+        for (tiles, mask), values in logs.items():
+            if mask & (mask - 1) == 0:  # one loop
+                loop = mask.bit_length() - 1
+                loop_logs.setdefault((loop, tiles[loop]), []).extend(values)
+        loop_penalty = {k: max(math.exp(float(np.mean(v))), 1.0) for k, v in loop_logs.items()}
+        pooled: Penalties = {}
+        for column, tiles in enumerate(self.tiles):
+            for mask in {int(m) for m in self.masks[:, column]} - {0}:
+                if not tiles or (tiles, mask) in found or (tiles, mask) in pooled:
+                    continue
+                factors = [
+                    _nearest_larger(loop_penalty, loop, tiles[loop])
+                    for loop in range(len(tiles))
+                    if mask >> loop & 1
+                ]
+                if all(f is not None for f in factors):
+                    pooled[(tiles, mask)] = math.prod(f for f in factors if f is not None)
+        return pooled
 
     def correction(
         self,
@@ -128,7 +157,8 @@ class RemainderClasses:
         Each class is corrected from measurements of the same class, else of a class
         with more remainders (no better than it). A class measured only with fewer
         remainders (or none) is assumed slower there than the model says: by the ratio
-        its siblings measured, else by :data:`UNSEEN_REMAINDER`, until a measurement
+        its siblings measured, else by what the class cost kernels with its tiles
+        (:meth:`penalties`), else by :data:`UNSEEN_REMAINDER`, until a measurement
         shows otherwise: a kernel that shone on its cherry-picked exact fit is not
         trusted blindly next to it.
         """
@@ -198,6 +228,12 @@ class RemainderClasses:
                 for row in greedy_cover(self.cover(column), regions[column], missing, prefer)
             ]
         return pairs
+
+
+def _nearest_larger(penalty: dict[tuple[int, int], float], loop: int, tile: int) -> float | None:
+    """What a remainder on ``loop`` cost with ``tile`` on it, else with the smallest larger tile."""
+    larger = sorted(t for lp, t in penalty if lp == loop and t >= tile)
+    return penalty[(loop, larger[0])] if larger else None
 
 
 def cover_matrix(masks: np.ndarray, near: np.ndarray) -> np.ndarray:
