@@ -82,6 +82,13 @@ class RemainderClasses:
         self.near = self.distance <= math.log(reach) * free_loops + 1e-9
         self.near &= log_distance(self.shapes) <= math.log(reach) + 1e-9  # no loop farther
         self._covers: dict[int, np.ndarray] = {}  # column -> cover matrix (masks are fixed)
+        self._classes = {  # every (tiles, class with a remainder) a kernel has here
+            (tiles, int(mask))
+            for column, tiles in enumerate(self.tiles)
+            if tiles
+            for mask in self.masks[:, column]
+            if mask
+        }
 
     def with_default(self, default_tile: int) -> np.ndarray:
         """The masks with IREE's default's own class in the bits above: the class a kernel
@@ -116,7 +123,7 @@ class RemainderClasses:
                 if mask:
                     ratio = float(np.mean(values) - np.mean(by_mask[0]))
                     logs.setdefault((tiles, mask), []).append(ratio)
-        found = {key: max(math.exp(float(np.mean(v))), 1.0) for key, v in logs.items()}
+        found = {key: _slowdown(values) for key, values in logs.items()}
         return found | self._pooled(logs, found)
 
     def _pooled(
@@ -130,19 +137,16 @@ class RemainderClasses:
             if mask & (mask - 1) == 0:  # one loop
                 loop = mask.bit_length() - 1
                 loop_logs.setdefault((loop, tiles[loop]), []).extend(values)
-        loop_penalty = {k: max(math.exp(float(np.mean(v))), 1.0) for k, v in loop_logs.items()}
+        loop_penalty = {key: _slowdown(values) for key, values in loop_logs.items()}
         pooled: Penalties = {}
-        for column, tiles in enumerate(self.tiles):
-            for mask in {int(m) for m in self.masks[:, column]} - {0}:
-                if not tiles or (tiles, mask) in found or (tiles, mask) in pooled:
-                    continue
-                factors = [
-                    _nearest_larger(loop_penalty, loop, tiles[loop])
-                    for loop in range(len(tiles))
-                    if mask >> loop & 1
-                ]
-                if all(f is not None for f in factors):
-                    pooled[(tiles, mask)] = math.prod(f for f in factors if f is not None)
+        for tiles, mask in self._classes - found.keys():
+            factors = [
+                _nearest_larger(loop_penalty, loop, tiles[loop])
+                for loop in range(len(tiles))
+                if mask >> loop & 1
+            ]
+            if all(f is not None for f in factors):
+                pooled[(tiles, mask)] = math.prod(f for f in factors if f is not None)
         return pooled
 
     def correction(
@@ -228,6 +232,12 @@ class RemainderClasses:
                 for row in greedy_cover(self.cover(column), regions[column], missing, prefer)
             ]
         return pairs
+
+
+def _slowdown(logs: Sequence[float]) -> float:
+    """A class's penalty from its log ratios: their geometric mean, never below 1 (a
+    remainder measured faster is noise, not a bonus)."""
+    return max(math.exp(float(np.mean(logs))), 1.0)
 
 
 def _nearest_larger(penalty: dict[tuple[int, int], float], loop: int, tile: int) -> float | None:
