@@ -33,7 +33,7 @@ from dcmlir.search.remainders import (
     log_distance,
 )
 from dcmlir.search.selection import measured_first
-from dcmlir.search.shape_effects import shape_effects
+from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.search.verification import (
     decisive_picks,
@@ -579,6 +579,16 @@ def test_shape_effects_keep_what_several_kernels_agree_on() -> None:
     assert dict(agreed)[2] > 0.3
     assert 0 < dict(alone)[2] < 0.25
     assert shape_effects([]) == []
+
+
+def test_over_log_extents_the_nearer_regime_speaks_for_a_large_t() -> None:
+    """A kernel 1.33x its prediction at T = 5 and 0.59x at 33: at T = 127 the ratio over
+    log T is mostly the one at 33 (the same regime), over linear T a blend of the two."""
+    shapes = [(t,) for t in (1, 5, 33, 64, 127, 128)]
+    points = [(1, math.log(1.33)), (2, math.log(0.59))]
+    linear, logs = interpolate(shapes, points), interpolate(shapes, points, log_extents=True)
+    assert logs[4] < 0.7 < 0.75 < linear[4]
+    assert logs[1] == pytest.approx(1.33, rel=1e-3) and logs[2] == pytest.approx(0.59, rel=1e-3)
 
 
 def test_hidden_contenders_are_what_the_model_puts_close_and_the_estimate_hides() -> None:

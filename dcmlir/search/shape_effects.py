@@ -61,10 +61,20 @@ def _shrunk(
     return (n * center(values) + PRIOR_WEIGHT * toward) / (n + PRIOR_WEIGHT)
 
 
-def interpolate(shapes: Sequence[Shape], points: list[tuple[int, float]]) -> np.ndarray:
+def interpolate(
+    shapes: Sequence[Shape], points: list[tuple[int, float]], log_extents: bool = False
+) -> np.ndarray:
     """exp of the inverse-distance-weighted mean of log ratios ``points`` (row, value) at
-    every shape: distances in the dynamic dims' space, each normalised by its range;
-    several values at one row are averaged first."""
+    every shape: distances in the dynamic dims' space (``log_extents``: of their logs),
+    each normalised by its range; several values at one row are averaged first.
+
+    A candidate's own error is interpolated over the logs (the search's estimate): it is
+    a ratio that changes with the regime (call overhead at T = 5, the tile grid at 33 and
+    127), so T = 33 speaks for 127 more than T = 5 does. Records (EPYC oracle replay,
+    attention scores, budget 110): `wg64x64:v8x16:k8`, measured at 0.59x its prediction
+    at T = 33 and 1.33x at 5, was estimated at 0.86x at 127 over linear extents and lost
+    T = 56..127 to a kernel 1.2-1.5x slower (docs/benchmarks.md, "A candidate's error
+    interpolated over log T")."""
     if not points:
         return np.ones(len(shapes))
     grouped: dict[int, list[float]] = {}
@@ -73,6 +83,8 @@ def interpolate(shapes: Sequence[Shape], points: list[tuple[int, float]]) -> np.
     rows = sorted(grouped)
     values = np.asarray([float(np.mean(grouped[row])) for row in rows])
     extents = np.asarray(shapes, dtype=float)
+    if log_extents:
+        extents = np.log(np.maximum(extents, 1.0))
     scale = np.maximum(extents.max(axis=0) - extents.min(axis=0), 1.0)
     anchors = extents[rows] / scale
     distance = np.linalg.norm(extents[:, None, :] / scale - anchors[None, :, :], axis=2)

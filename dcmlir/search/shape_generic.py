@@ -168,7 +168,8 @@ class ShapeGenericSearch:
         corrected twice, from the measurements' log ratios measured/predicted:
         by shape (what every candidate near this shape showed: e.g. a memory
         floor the model does not know) and then by candidate (what this
-        candidate showed near this shape beyond that).
+        candidate showed near this shape beyond that, over the extents' logs:
+        :func:`.shape_effects.interpolate`).
         """
         predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
         observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
@@ -190,9 +191,10 @@ class ShapeGenericSearch:
             residual.setdefault(column, []).append((row, value - math.log(by_shape[row])))
         estimate = predicted * by_shape[:, None]
         penalties = self.remainders.penalties(residual)
+        by_candidate = partial(interpolate, self.shapes, log_extents=True)
         for column, points in residual.items():
             estimate[:, column] *= self.remainders.correction(
-                column, points, penalties, partial(interpolate, self.shapes)
+                column, points, penalties, by_candidate
             )
         for column, count in failed.items():
             if count == runs[column]:
