@@ -523,9 +523,21 @@ def test_a_pair_speaks_by_tile_counts_not_by_remainders() -> None:
     assert beaten == {m8: two_tiles}  # the ties at T = 9, 10 go to data tiling
 
     # without the pair at T = 8 (`dense_qkv` on the Xeon), the ties at T = 9, 10 (two tiles
-    # to one) cover T = 3..7 and say nothing against one tile to one
+    # to one) cover T = 3..8 and say nothing against one tile to one, nor for it: those
+    # rows are as unpaired (a 12-row kernel of `novel_linear_t_640` kept T = 65..128 on
+    # such a loss and ran 1.05-1.17x data tiling's time), and a pair of one tile to one
+    # is wanted there, which decides them all
     for key in pair:
         del search.records[(key, (8,))], search.measured[(key, (8,))]
+    unpaired, beaten = search._against_iree_builds({m8: one_tile + two_tiles})
+    assert unpaired == {m8: one_tile} and beaten == {m8: two_tiles}
+    wanted = search._wants({m8: one_tile + two_tiles})
+    assert [c.key() for c, _ in wanted] == [pair[1], pair[0]] and wanted[0][1] == wanted[1][1]
+    t = wanted[0][1][0]
+    assert 3 <= t <= 8
+    for key, us in zip(pair, (739.0, 444.0), strict=True):
+        search.records[(key, (t,))] = make(key, t, (us * 1e-6,), together=list(pair))
+        search.measured[(key, (t,))] = us * 1e-6
     unpaired, beaten = search._against_iree_builds({m8: one_tile + two_tiles})
     assert m8 not in unpaired and beaten == {m8: two_tiles}
 

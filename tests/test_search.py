@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DENSE, dense_with_range
+from helpers import CONTEXT, DENSE, dense_with_range, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
@@ -520,6 +520,29 @@ def test_a_remainder_no_sibling_was_measured_in_costs_what_it_cost_a_wider_tile(
     assert estimate[4] == UNSEEN_REMAINDER and estimate[31] == 1.0
     # a measured slowdown below 1 is noise: never a bonus for a remainder
     assert classes.penalties({of_tile[8]: [(7, 0.0), (4, -0.5)]})[((4,), 1)] == 1.0
+
+
+def test_a_remainder_measured_only_beside_another_bounds_its_cost() -> None:
+    """Where no kernel was measured with a remainder on one loop alone, what a class with
+    remainders on it and more cost kernels with tiles no smaller there bounds it from
+    above, instead of the blind 2x: attention context (M and K dynamic, EPYC oracle) had
+    every 4-row kernel measured with remainders on both loops at once, and a 2-row kernel
+    (K tile 1: never a remainder on K) estimated 2x at odd T lost T = 1..65 at budget 240."""
+    workload = with_ranges(CONTEXT, {1: (1, 64), 3: (1, 64)})
+    shapes = [(t, t) for t in range(1, 65)]
+    classes = RemainderClasses(workload, space_for(TARGET), shapes)
+    wide = classes.tiles.index((4, 4))
+    # on its prediction at T = 4, 8; 1.2x slower at T = 5 (a remainder on M and on K)
+    penalties = classes.penalties({wide: [(3, 0.0), (7, 0.0), (4, math.log(1.2))]})
+    assert penalties[((4, 4), 3)] == pytest.approx(1.2)
+    assert penalties[((2, 1), 1)] == pytest.approx(1.2)  # M alone: no more than M and K
+    assert penalties[((2, 2), 3)] == pytest.approx(1.2)
+    assert ((8, 1), 1) not in penalties  # an M tile wider than any measured: the blind 2x
+    narrow = classes.tiles.index((2, 1))
+    correction = classes.correction(narrow, [(1, 0.0)], penalties, lambda _: np.ones(64))
+    assert correction[2] == pytest.approx(1.2) and correction[3] == 1.0  # T = 3, T = 4
+    blind = classes.correction(narrow, [(1, 0.0)], {}, lambda _: np.ones(64))
+    assert blind[2] == UNSEEN_REMAINDER
 
 
 def test_on_a_grid_the_reach_bounds_the_product_of_the_ratios() -> None:

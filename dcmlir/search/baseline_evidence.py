@@ -31,6 +31,7 @@ __all__ = [
     "beaten_rows",
     "contested_rows",
     "contested_side_by_side",
+    "deciding_wants",
     "side_by_side_wants",
     "unpaired_rows",
     "unvouched",
@@ -163,7 +164,34 @@ def beaten_rows(
     pair's ratio is carried to a row net of it, so a pair where the default runs whole
     tiles does not speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at
     64 x 64 of attention scores, 330 at 63 x 63)."""
+    args = (regime, again, waste, speaks, by_class)
+    return _verdicts(joint, near, distance, regions, seconds, default, margin, *args)[0]
+
+
+def _verdicts(
+    joint: np.ndarray,
+    near: np.ndarray,
+    distance: np.ndarray,
+    regions: Regions,
+    seconds: Callable[[int, int], float | None],
+    default: int,
+    margin: float,
+    regime: RegimeOf | None = None,
+    again: AgainLogs | None = None,
+    waste: np.ndarray | None = None,
+    speaks: Speaks | None = None,
+    by_class: bool = True,
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(:func:`beaten_rows`, each kernel's rows that pairs cover where none decides): on
+    the grid, every pair covering such a row is a loss where the kernel ran more row tiles
+    per build tile than it runs at the row. That says neither that it loses there nor that
+    it wins: the row is as unpaired. Kept, it let a 12-row mmt4d kernel of
+    `novel_linear_t_640` (Zen 4, budget 60) run T = 65..128 on a loss at T = 61 (six
+    12-row tiles beside four 16-row ones, 1.11x data tiling's time) and a win at T = 33
+    that speaks only up to 36: it ran 1.05-1.17x data tiling's time at T = 77, 112, 127,
+    128 (never_slower.py)."""
     found: dict[int, list[int]] = {}
+    undecided: dict[int, list[int]] = {}
     line = math.log1p(margin)
     steps = np.zeros(joint.shape[0]) if waste is None else np.log(waste)
     for column, region in regions.items():
@@ -185,21 +213,25 @@ def beaten_rows(
             joint[:, column], by_class, None if regime is None else partial(regime, column, default)
         )
         lighter = None if speaks is None else speaks(column, default)
-        beaten = []
+        beaten, mute = [], []
         for row in region:
+            heard = [(r, value) for r, value in _carried(pairs, steps, row) if cover[r, row]]
             covering = [
                 ((kind(r) != kind(row), round(float(distance[r, row]), 9)), value)
-                for r, value in _carried(pairs, steps, row)
-                if cover[r, row] and (value <= line or lighter is None or lighter[row, r])
+                for r, value in heard
+                if value <= line or lighter is None or lighter[row, r]
             ]
             if not covering:
+                mute += [row] if heard else []
                 continue
             closest = min(rank for rank, _ in covering)
             if all(value > line for rank, value in covering if rank == closest):
                 beaten.append(row)
         if beaten:
             found[column] = beaten
-    return found
+        if mute:
+            undecided[column] = mute
+    return found, undecided
 
 
 def _kind_of(
@@ -300,10 +332,10 @@ def against_builds(
             if build == floor and together is not None:
                 rows, timed = _side_by_side_only(column, build, rows, timed, together, again)
             found = unpaired_rows(joint, near, own, rows, build, speaks)
-            unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
             args = (line, regime, again, steps, speaks, column not in columns)
-            lost = beaten_rows(joint, near, distance, own, timed, build, *args)
+            lost, mute = _verdicts(joint, near, distance, own, timed, build, *args)
+            unpaired[column] &= set(found.get(column, [])) | set(mute.get(column, []))
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
@@ -373,6 +405,32 @@ def side_by_side_wants(
             continue
         fresh = set(region) - measured_rows(column) - have
         wants += [(column, row) for row in greedy_cover(cover, region, missing, fresh)]
+    return wants
+
+
+def deciding_wants(
+    joint: np.ndarray,
+    near: np.ndarray,
+    open_rows: Regions,
+    regions: Regions,
+    build: int,
+    together: Together,
+    again: AgainLogs | None,
+    speaks: Speaks | None = None,
+) -> list[tuple[int, int]]:
+    """``(kernel column, row)``: where to time a kernel and ``build`` side by side so that a
+    pair decides every row of ``open_rows`` that pairs cover and none decides
+    (:func:`_verdicts`): a row of its region, not timed together yet, where the kernel runs
+    as many row tiles per build tile as at the row, so that a win or a loss speaks there."""
+    wants: list[tuple[int, int]] = []
+    for column, rows in open_rows.items():
+        cover = _covering(joint, near, column, build, speaks)
+        found = None if speaks is None else speaks(column, build)
+        decides = cover if found is None else cover & found.T
+        timed = _timed_together(column, build, together, again)
+        options = [row for row in regions[column] if row not in timed]
+        if options:
+            wants += [(column, row) for row in greedy_cover(decides, options, rows, ())]
     return wants
 
 
