@@ -142,54 +142,33 @@ def beaten_rows(
     waste: np.ndarray | None = None,
     speaks: Speaks | None = None,
     by_class: bool = True,
-) -> dict[int, list[int]]:
-    """Each kernel's rows where the closest side-by-side pairs covering them show it
-    slower than the default by more than ``margin``. Closest: in the row's own regime first
-    where the two step on the row-tile grid (``regime``: the same tile counts, so the same
-    comparison), else in its own remainder class (a pair with more remainders timed the
-    kernel's remainder code, which the row does not run; docs/design.md section 7 step
-    6), then by ``distance[pair row, row]`` (equal to 1e-9; a pair at the row itself
-    decides). On the grid a loss speaks only for rows where the kernel runs as many row
-    tiles per build tile as at the pair: where it runs fewer it is faster for it (a tie of
-    two 8-row tiles with one 16-row tile at T = 9, 10 of `dense_qkv` on a Xeon ruled one
-    8-row tile out of T = 5, 6, where it runs 0.6x data tiling's time). Not ``by_class``
-    (an IREE build in the kernel's place: no remainder code of its own, the classes are
-    the default's alone): by distance alone. Class first let a pair at 8 x 26 of attention
-    context (8 heads of size 48; data tiling 1.19x the default, both M a multiple of the
-    default's 8-row tile) outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan
-    ran the default there, 1.17x data tiling's time (never_slower.py, budget 60). Pairs of
-    one ``regime`` are one comparison: where some were timed side by side (``again`` too),
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(each kernel's rows where the closest side-by-side pairs covering them show it
+    slower than the default by more than ``margin``, its rows that pairs cover and none
+    decides). Closest: in the row's own regime first where the two step on the row-tile
+    grid (``regime``: the same tile counts, so the same comparison), else in its own
+    remainder class (a pair with more remainders timed the kernel's remainder code, which
+    the row does not run; docs/design.md section 7 step 6), then by ``distance[pair row,
+    row]`` (equal to 1e-9; a pair at the row itself decides). On the grid a loss speaks
+    only for rows where the kernel runs as many row tiles per build tile as at the pair:
+    where it runs fewer it is faster for it (a tie of two 8-row tiles with one 16-row tile
+    at T = 9, 10 of `dense_qkv` on a Xeon ruled one 8-row tile out of T = 5, 6, where it
+    runs 0.6x data tiling's time); where every pair covering a row is such a loss, none
+    decides it, and the row is as unpaired (kept, a 12-row mmt4d kernel of
+    `novel_linear_t_640` ran T = 65..128 on a loss at T = 61, six 12-row tiles to four
+    16-row ones, and a win at T = 33 that speaks up to T = 36: 1.05-1.17x data tiling's
+    time at T = 77, 112, 127, 128; Zen 4, budget 60). Not ``by_class`` (an IREE build in
+    the kernel's place: no remainder code of its own, the classes are the default's
+    alone): by distance alone. Class first let a pair at 8 x 26 of attention context (8
+    heads of size 48; data tiling 1.19x the default, both M a multiple of the default's
+    8-row tile) outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan ran the
+    default there, 1.17x data tiling's time (never_slower.py, budget 60). Pairs of one
+    ``regime`` are one comparison: where some were timed side by side (``again`` too),
     each shows their geomean ratio. ``waste`` [row]: how much slower than smooth the cost
     model has the default there (:func:`dcmlir.search.floor_builds.default_waste`); a
     pair's ratio is carried to a row net of it, so a pair where the default runs whole
     tiles does not speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at
     64 x 64 of attention scores, 330 at 63 x 63)."""
-    args = (regime, again, waste, speaks, by_class)
-    return _verdicts(joint, near, distance, regions, seconds, default, margin, *args)[0]
-
-
-def _verdicts(
-    joint: np.ndarray,
-    near: np.ndarray,
-    distance: np.ndarray,
-    regions: Regions,
-    seconds: Callable[[int, int], float | None],
-    default: int,
-    margin: float,
-    regime: RegimeOf | None = None,
-    again: AgainLogs | None = None,
-    waste: np.ndarray | None = None,
-    speaks: Speaks | None = None,
-    by_class: bool = True,
-) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """(:func:`beaten_rows`, each kernel's rows that pairs cover where none decides): on
-    the grid, every pair covering such a row is a loss where the kernel ran more row tiles
-    per build tile than it runs at the row. That says neither that it loses there nor that
-    it wins: the row is as unpaired. Kept, it let a 12-row mmt4d kernel of
-    `novel_linear_t_640` (Zen 4, budget 60) run T = 65..128 on a loss at T = 61 (six
-    12-row tiles beside four 16-row ones, 1.11x data tiling's time) and a win at T = 33
-    that speaks only up to 36: it ran 1.05-1.17x data tiling's time at T = 77, 112, 127,
-    128 (never_slower.py)."""
     found: dict[int, list[int]] = {}
     undecided: dict[int, list[int]] = {}
     line = math.log1p(margin)
@@ -334,7 +313,7 @@ def against_builds(
             found = unpaired_rows(joint, near, own, rows, build, speaks)
             steps = (waste or {}).get(build)
             args = (line, regime, again, steps, speaks, column not in columns)
-            lost, mute = _verdicts(joint, near, distance, own, timed, build, *args)
+            lost, mute = beaten_rows(joint, near, distance, own, timed, build, *args)
             unpaired[column] &= set(found.get(column, [])) | set(mute.get(column, []))
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
@@ -420,7 +399,7 @@ def deciding_wants(
 ) -> list[tuple[int, int]]:
     """``(kernel column, row)``: where to time a kernel and ``build`` side by side so that a
     pair decides every row of ``open_rows`` that pairs cover and none decides
-    (:func:`_verdicts`): a row of its region, not timed together yet, where the kernel runs
+    (:func:`beaten_rows`): a row of its region, not timed together yet, where the kernel runs
     as many row tiles per build tile as at the row, so that a win or a loss speaks there."""
     wants: list[tuple[int, int]] = []
     for column, rows in open_rows.items():

@@ -111,13 +111,10 @@ class ShapeGenericSearch:
         self.keys = [c.key() for c in self.candidates]
         self.columns = {key: column for column, key in enumerate(self.keys)}
         self.rows = PackedRows(workload, self.candidates)  # the packed family's estimates
-        self.settings = settings or SearchSettings()
+        self.settings = settings = settings or SearchSettings()
         self.stream = stream if stream is not None else sys.stderr
-        self.shapes = (
-            sorted({tuple(shape) for shape in shapes})
-            if shapes
-            else shapes_in_range(workload, self.settings.max_shapes, self.settings.seed)
-        )
+        given = sorted({tuple(shape) for shape in shapes or ()})
+        self.shapes = given or shapes_in_range(workload, settings.max_shapes, settings.seed)
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
         self.speaks = self.rows.speaks(self.shapes)  # where a pair with data tiling speaks
         self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
@@ -125,8 +122,7 @@ class ShapeGenericSearch:
         self.default = next(  # IREE's default: the floor every chosen kernel must beat
             (i for i, c in enumerate(self.candidates) if isinstance(c, DefaultCandidate)), None
         )
-        # IREE's data tiling where it is offered: the floor's other build, beside which a
-        # kernel has evidence too
+        # IREE's data tiling where offered: the floor's other build, evidence beside it too
         tiled = [i for i, c in enumerate(self.candidates) if isinstance(c, DataTiledCandidate)]
         self.data_tiled = tiled[0] if tiled else None
         # with a constant weight: see _needing_pairs; else which is faster where is asked
