@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dcmlir.search.selection import (
+    LOSS_MARGIN,
     SelectionSettings,
     kernel_families,
     measured_first,
@@ -60,9 +61,11 @@ def proven_selection(
     ruled_out: RuledOut,
     seconds: Callable[[int, int], float | None],
     groups: Sequence[list[int]] | None = None,
+    floor: int | None = None,
 ) -> Selection:
     """The proven selection: with ``select`` over every family, or (``groups``) within each
-    group on its own, the best proven one kept (:func:`fallback_groups`)."""
+    group on its own, the best proven one kept (:func:`fallback_groups`; ``floor``: the
+    build beside each, :func:`_floor_where_faster`)."""
     if groups is None:
         return _proven(estimate, shapes, select, ruled_out, seconds, settings.tie_margin)[:2]
     found = []
@@ -75,6 +78,8 @@ def proven_selection(
         kernels, choice, final = _proven(
             estimate, shapes, among, ruled_out, seconds, settings.tie_margin
         )
+        if floor in columns:
+            kernels, choice = _floor_where_faster(final, shapes, kernels, choice, floor)
         found.append((scored(final, shapes, kernels, choice, candidates), kernels, choice))
     _, kernels, choice = min(found, key=lambda item: item[0])
     return kernels, choice
@@ -100,3 +105,30 @@ def _proven(
             return kernels, choice, estimate
         for column, rows in finite:
             estimate[rows, column] = math.inf
+
+
+def _floor_where_faster(
+    estimate: np.ndarray,
+    shapes: Sequence[Shape],
+    kernels: list[int],
+    choice: dict[Shape, int],
+    floor: int,
+) -> Selection:
+    """``choice`` with the shapes where ``floor`` (a group's build, which needs no proof) is
+    estimated more than :data:`LOSS_MARGIN` faster than the pick given to it. The set cover
+    keeps as few kernels as it can, so the floor was left out where kernels it keeps also
+    cover its shapes; scored as a loss there, the explicit kernels of `dense_qkv` (Zen 4,
+    budget 60), estimated 1.2x faster than data tiling by geomean and proven everywhere,
+    lost to a family that ran data tiling at 126 of 128 T over four T where an mmt4d kernel
+    was estimated 1.037x data tiling's time (never_slower.py)."""
+    rows = {shape: row for row, shape in enumerate(shapes)}
+    slower = {
+        shape
+        for shape, k in choice.items()
+        if estimate[rows[shape], kernels[k]] > estimate[rows[shape], floor] * (1 + LOSS_MARGIN)
+    }
+    if not slower:
+        return kernels, choice
+    kernels = kernels if floor in kernels else [*kernels, floor]
+    at = kernels.index(floor)
+    return kernels, {shape: at if shape in slower else k for shape, k in choice.items()}

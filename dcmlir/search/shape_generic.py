@@ -247,7 +247,7 @@ class ShapeGenericSearch:
         (:mod:`.proven_selection`; with data tiling the floor, each family proven beside it)."""
         floor = self._floor_build()
         groups = None if floor is None else fallback_groups(self.candidates, self.settings, floor)
-        args = (self.select, self._ruled_out, self._seconds, groups)
+        args = (self.select, self._ruled_out, self._seconds, groups, floor)
         return proven_selection(estimate, self.shapes, self.candidates, self.settings, *args)
 
     def _ruled_out(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
