@@ -235,11 +235,11 @@ def test_the_closest_pair_decides_whether_the_kernel_lost_beside_the_default() -
         return times.get((column, row))
 
     regions = {0: [0, 1, 2, 3]}
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {0: [0, 1, 2]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1, 2]}
     times[(0, 2)] = 0.9  # a win at row 2: nothing is ruled out
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
     times[(0, 2)] = 1.01  # within the tie margin: a tie keeps the kernel
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {}
 
 
 def test_a_pair_in_the_rows_own_class_decides_before_a_nearer_one_with_more_remainders() -> None:
@@ -257,9 +257,9 @@ def test_a_pair_in_the_rows_own_class_decides_before_a_nearer_one_with_more_rema
         return times.get((column, row))
 
     regions = {0: [0, 1, 2]}
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {0: [0]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0]}
     del times[(0, 2)]  # no pair in T = 64's class: the one with more remainders decides
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {0: [0, 1, 2]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1, 2]}
 
 
 def test_an_iree_build_in_the_kernels_place_is_judged_by_the_nearest_pair() -> None:
@@ -281,8 +281,8 @@ def test_an_iree_build_in_the_kernels_place_is_judged_by_the_nearest_pair() -> N
         return {row for c, row in times if c == column}
 
     regions = {0: [2]}
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {0: [2]}
-    found = beaten_rows(masks, near, distance, regions, seconds, 1, 0.02, by_class=False)[0]
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [2]}
+    found = beaten_rows(masks, near, distance, regions, seconds, 1, 0.02, by_class=False)
     assert found == {}
     builds = [(1, masks), (0, masks)]  # both IREE's: column 0 is judged by distance
     assert against_builds(builds, near, distance, regions, rows, seconds, 0.02) == ({}, {})
@@ -321,9 +321,9 @@ def test_a_pair_is_carried_to_a_row_net_of_the_defaults_waste() -> None:
         return times.get((column, row))
 
     regions = {0: [0, 1]}
-    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02)[0] == {0: [0, 1]}
+    assert beaten_rows(masks, near, distance, regions, seconds, 1, 0.02) == {0: [0, 1]}
     waste = np.array([3.0, 1.0])
-    found = beaten_rows(masks, near, distance, regions, seconds, 1, 0.02, waste=waste)[0]
+    found = beaten_rows(masks, near, distance, regions, seconds, 1, 0.02, waste=waste)
     assert found == {0: [1]}
 
 
@@ -338,9 +338,9 @@ def test_pairs_equally_far_decide_together() -> None:
     def seconds(column: int, row: int) -> float | None:
         return times.get((column, row))
 
-    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02)[0] == {}
+    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {}
     times[(0, 2)] = 1.2
-    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02)[0] == {0: [1]}
+    assert beaten_rows(masks, near, distance, {0: [1]}, seconds, 1, 0.02) == {0: [1]}
 
 
 def test_a_kernel_faster_than_one_that_holds_the_shape_holds_it_too() -> None:

@@ -31,7 +31,6 @@ __all__ = [
     "beaten_rows",
     "contested_rows",
     "contested_side_by_side",
-    "deciding_wants",
     "side_by_side_wants",
     "unpaired_rows",
     "unvouched",
@@ -142,35 +141,37 @@ def beaten_rows(
     waste: np.ndarray | None = None,
     speaks: Speaks | None = None,
     by_class: bool = True,
-) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """(each kernel's rows where the closest side-by-side pairs covering them show it
-    slower than the default by more than ``margin``, its rows that pairs cover and none
-    decides). Closest: in the row's own regime first where the two step on the row-tile
-    grid (``regime``: the same tile counts, so the same comparison), else in its own
-    remainder class (a pair with more remainders timed the kernel's remainder code, which
-    the row does not run; docs/design.md section 7 step 6), then by ``distance[pair row,
-    row]`` (equal to 1e-9; a pair at the row itself decides). On the grid a loss speaks
-    only for rows where the kernel runs as many row tiles per build tile as at the pair:
-    where it runs fewer it is faster for it (a tie of two 8-row tiles with one 16-row tile
-    at T = 9, 10 of `dense_qkv` on a Xeon ruled one 8-row tile out of T = 5, 6, where it
-    runs 0.6x data tiling's time); where every pair covering a row is such a loss, none
-    decides it, and the row is as unpaired (kept, a 12-row mmt4d kernel of
-    `novel_linear_t_640` ran T = 65..128 on a loss at T = 61, six 12-row tiles to four
-    16-row ones, and a win at T = 33 that speaks up to T = 36: 1.05-1.17x data tiling's
-    time at T = 77, 112, 127, 128; Zen 4, budget 60). Not ``by_class`` (an IREE build in
-    the kernel's place: no remainder code of its own, the classes are the default's
-    alone): by distance alone. Class first let a pair at 8 x 26 of attention context (8
-    heads of size 48; data tiling 1.19x the default, both M a multiple of the default's
-    8-row tile) outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan ran the
-    default there, 1.17x data tiling's time (never_slower.py, budget 60). Pairs of one
-    ``regime`` are one comparison: where some were timed side by side (``again`` too),
+) -> dict[int, list[int]]:
+    """Each kernel's rows where the closest side-by-side pairs covering them show it
+    slower than the default by more than ``margin``. Closest: in the row's own regime first
+    where the two step on the row-tile grid (``regime``: the same tile counts, so the same
+    comparison), else in its own remainder class (a pair with more remainders timed the
+    kernel's remainder code, which the row does not run; docs/design.md section 7 step
+    6), then by ``distance[pair row, row]`` (equal to 1e-9; a pair at the row itself
+    decides). On the grid a pair's ratio is carried to the rows it covers per tile: times
+    the kernel's tiles per build tile at the row over those at the pair (no more there, by
+    :meth:`~dcmlir.search.packed_rows.PackedRows.speaks`). Taken as it was, a tie of two
+    8-row tiles with one 16-row tile at T = 9, 10 of `dense_qkv` on a Xeon ruled one 8-row
+    tile out of T = 5, 6, where it runs 0.6x data tiling's time; dropped where the kernel
+    runs fewer tiles per build tile than at the pair, a loss of a 12-row mmt4d kernel of
+    `novel_linear_t_640` at T = 61 (six 12-row tiles to four 16-row ones, 1.11x) decided
+    no T above 64, and the kernel kept T = 65..128 on a win at T = 33 that speaks up to 36
+    and its estimate: it ran 1.03-1.07x data tiling's time at T = 77, 112, 127, 128 (Zen 4,
+    budget 60). Carried per tile, that loss says 1.04x at T = 77, 1.06x at 112 and 1.02x
+    at 127, 128, and 0.95x at T = 108 and 0.93x at 120 (timed: 1.06x, 1.04x, 1.05x, 1.02x;
+    0.95x and 0.96x). Not ``by_class``
+    (an IREE build in the kernel's place: no remainder code of its own, the classes are
+    the default's alone): by distance alone. Class first let a pair at 8 x 26 of attention
+    context (8 heads of size 48; data tiling 1.19x the default, both M a multiple of the
+    default's 8-row tile) outvote one at 12 x 32 (0.73x), nearer to 24 x 24, and the plan
+    ran the default there, 1.17x data tiling's time (never_slower.py, budget 60). Pairs of
+    one ``regime`` are one comparison: where some were timed side by side (``again`` too),
     each shows their geomean ratio. ``waste`` [row]: how much slower than smooth the cost
     model has the default there (:func:`dcmlir.search.floor_builds.default_waste`); a
     pair's ratio is carried to a row net of it, so a pair where the default runs whole
     tiles does not speak for a row where it runs partial ones (an AVX2 Zen 3: 102 us at
     64 x 64 of attention scores, 330 at 63 x 63)."""
     found: dict[int, list[int]] = {}
-    undecided: dict[int, list[int]] = {}
     line = math.log1p(margin)
     steps = np.zeros(joint.shape[0]) if waste is None else np.log(waste)
     for column, region in regions.items():
@@ -191,26 +192,37 @@ def beaten_rows(
         kind = _kind_of(
             joint[:, column], by_class, None if regime is None else partial(regime, column, default)
         )
-        lighter = None if speaks is None else speaks(column, default)
-        beaten, mute = [], []
+        per_tile = _tile_logs(regime, column, default, joint.shape[0])
+        beaten = []
         for row in region:
-            heard = [(r, value) for r, value in _carried(pairs, steps, row) if cover[r, row]]
             covering = [
-                ((kind(r) != kind(row), round(float(distance[r, row]), 9)), value)
-                for r, value in heard
-                if value <= line or lighter is None or lighter[row, r]
+                (
+                    (kind(r) != kind(row), round(float(distance[r, row]), 9)),
+                    value + per_tile(r, row),
+                )
+                for r, value in _carried(pairs, steps, row)
+                if cover[r, row]
             ]
             if not covering:
-                mute += [row] if heard else []
                 continue
             closest = min(rank for rank, _ in covering)
             if all(value > line for rank, value in covering if rank == closest):
                 beaten.append(row)
         if beaten:
             found[column] = beaten
-        if mute:
-            undecided[column] = mute
-    return found, undecided
+    return found
+
+
+def _tile_logs(
+    regime: RegimeOf | None, column: int, build: int, rows: int
+) -> Callable[[int, int], float]:
+    """(pair row, row) -> the log of the kernel's row tiles per build tile at the row over
+    those at the pair, where both step on the row-tile grid (else 0)."""
+    found = [] if regime is None else [regime(column, build, row) for row in range(rows)]
+    if not found or any(f is None for f in found):
+        return lambda pair, row: 0.0
+    logs = np.log([mine / theirs for (mine, theirs), _ in (f for f in found if f is not None)])
+    return lambda pair, row: float(logs[row] - logs[pair])
 
 
 def _kind_of(
@@ -311,10 +323,10 @@ def against_builds(
             if build == floor and together is not None:
                 rows, timed = _side_by_side_only(column, build, rows, timed, together, again)
             found = unpaired_rows(joint, near, own, rows, build, speaks)
+            unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
             args = (line, regime, again, steps, speaks, column not in columns)
-            lost, mute = beaten_rows(joint, near, distance, own, timed, build, *args)
-            unpaired[column] &= set(found.get(column, [])) | set(mute.get(column, []))
+            lost = beaten_rows(joint, near, distance, own, timed, build, *args)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
         {c: sorted(rows) for c, rows in unpaired.items() if rows},
@@ -384,32 +396,6 @@ def side_by_side_wants(
             continue
         fresh = set(region) - measured_rows(column) - have
         wants += [(column, row) for row in greedy_cover(cover, region, missing, fresh)]
-    return wants
-
-
-def deciding_wants(
-    joint: np.ndarray,
-    near: np.ndarray,
-    open_rows: Regions,
-    regions: Regions,
-    build: int,
-    together: Together,
-    again: AgainLogs | None,
-    speaks: Speaks | None = None,
-) -> list[tuple[int, int]]:
-    """``(kernel column, row)``: where to time a kernel and ``build`` side by side so that a
-    pair decides every row of ``open_rows`` that pairs cover and none decides
-    (:func:`beaten_rows`): a row of its region, not timed together yet, where the kernel runs
-    as many row tiles per build tile as at the row, so that a win or a loss speaks there."""
-    wants: list[tuple[int, int]] = []
-    for column, rows in open_rows.items():
-        cover = _covering(joint, near, column, build, speaks)
-        found = None if speaks is None else speaks(column, build)
-        decides = cover if found is None else cover & found.T
-        timed = _timed_together(column, build, together, again)
-        options = [row for row in regions[column] if row not in timed]
-        if options:
-            wants += [(column, row) for row in greedy_cover(decides, options, rows, ())]
     return wants
 
 

@@ -264,9 +264,13 @@ def scored(
     kernels: list[int],
     choice: dict[Shape, int],
     candidates: Sequence[Candidate],
+    floor: int | None = None,
 ) -> tuple[float, float]:
-    """(lost, cost) of a selection, as :class:`FamilySelection` has them: lower is better."""
-    return _scores(estimate, shapes, kernels, choice, build_floor(estimate, candidates))
+    """(lost, cost) of a selection, as :class:`FamilySelection` has them: lower is better
+    (lost against ``floor``'s estimate where one build is the floor, else the best IREE
+    build's)."""
+    builds = build_floor(estimate, candidates) if floor is None else estimate[:, floor]
+    return _scores(estimate, shapes, kernels, choice, builds)
 
 
 def contested_family(

@@ -48,7 +48,6 @@ from dcmlir.search.baseline_evidence import (
     baseline_wants,
     contested_rows,
     contested_side_by_side,
-    deciding_wants,
     side_by_side_wants,
     unvouched,
 )
@@ -380,18 +379,15 @@ class ShapeGenericSearch:
         calls are no evidence, :func:`.baseline_evidence.against_builds`): beside the
         kernels' own measurements ``wanted`` where it lacks one, then both together where
         no pair covers a row (:func:`.side_by_side_wants`), else at a row pairs farther
-        away lose, else where pairs cover a row and none decides (:func:`.deciding_wants`);
-        both again (:attr:`again`) where either has a record."""
-        rows, book, classes = self._measured_rows, self.book, self.remainders
+        away lose; both again (:attr:`again`) where either has a record."""
+        rows, book = self._measured_rows, self.book
         if wanted:
             wanted += [(floor, row) for _, row in wanted if row not in rows(floor)]
             return self._unmeasured(wanted)
-        needing, timed = self._needing_pairs(regions), (floor, book.together_rows, book.again_logs)
-        found = side_by_side_wants(classes.masks, classes.near, needing, rows, *timed, self.speaks)
-        unpaired, beaten = self._against_iree_builds(regions) if not found else ({}, {})
-        found = found or contested_side_by_side(beaten, rows, *timed)
-        args = (classes.masks, classes.near, unpaired, needing, *timed, self.speaks)
-        found = found or deciding_wants(*args)
+        near, needing = self.remainders.near, self._needing_pairs(regions)
+        args = (rows, floor, book.together_rows, book.again_logs)
+        found = side_by_side_wants(self.remainders.masks, near, needing, *args, self.speaks)
+        found = found or contested_side_by_side(self._against_iree_builds(regions)[1], *args)
         pairs = [(self.candidates[c], self.shapes[r]) for k, r in found for c in (k, floor)]
         self.again = {s for c, s in pairs if (c.key(), s) in self.measured}
         return list(dict.fromkeys(pairs))
