@@ -120,12 +120,12 @@ def _floor_where_faster(
     floor: int,
 ) -> Selection:
     """``choice`` with the shapes where ``floor`` (a group's build, which needs no proof) is
-    estimated more than :data:`LOSS_MARGIN` faster than the pick given to it. The set cover
-    keeps as few kernels as it can, so the floor was left out where kernels it keeps also
-    cover its shapes; scored as a loss there, the explicit kernels of `dense_qkv` (Zen 4,
-    budget 60), estimated 1.2x faster than data tiling by geomean and proven everywhere,
-    lost to a family that ran data tiling at 126 of 128 T over four T where an mmt4d kernel
-    was estimated 1.037x data tiling's time (never_slower.py)."""
+    estimated more than :data:`LOSS_MARGIN` faster than the pick given to it. The selection
+    adds a kernel only for 0.1% of the geomean, so the floor can be left out where a kept
+    kernel is a few percent slower; scored as a loss there, the explicit kernels of
+    `dense_qkv` (Zen 4, budget 60), estimated 1.2x faster than data tiling by geomean and
+    proven everywhere, lost to a family that ran data tiling at 126 of 128 T over four T
+    where an mmt4d kernel was estimated 1.037x data tiling's time (never_slower.py)."""
     rows = {shape: row for row, shape in enumerate(shapes)}
     slower = {
         shape
