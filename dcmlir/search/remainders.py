@@ -143,7 +143,7 @@ class RemainderClasses:
         pooled: Penalties = {}
         for tiles, mask in self._classes - found.keys():
             factors, unknown = [], 0
-            for loop in (loop for loop in range(len(tiles)) if mask >> loop & 1):
+            for loop in _bits(mask):
                 factor = _nearest_larger(loop_penalty, loop, tiles[loop])
                 if factor is None:
                     unknown |= 1 << loop
