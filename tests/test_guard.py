@@ -11,6 +11,7 @@ from helpers import DENSE
 import dcmlir
 from dcmlir.driver.guarding import TILED, cells, guard_plan, guard_points, patched
 from dcmlir.driver.outcome import WorkloadReport
+from dcmlir.driver.placing import timed_range
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.driver.roles import Roles
 from dcmlir.space import DataTiledCandidate, DefaultCandidate
@@ -44,6 +45,7 @@ def _tuned(tmp_path: Path, stream: io.StringIO, guard: bool = True) -> dcmlir.Tu
 def test_guard_points_cover_small_t_and_every_stretch(tmp_path: Path) -> None:
     report = _tuned(tmp_path, io.StringIO())
     points = guard_points(report.plan, 96)
+    assert timed_range(report.plan) == (1, 24)  # the whole range, whatever the search measured
     assert points == sorted(set(points)) and points[0] == 1
     assert set(range(1, 17)) <= set(points)  # every T up to 16
     (workload,) = report.plan.workloads

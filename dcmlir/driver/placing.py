@@ -45,6 +45,10 @@ __all__ = [
     "untimed_reason",
 ]
 
+CALL_SECONDS = 0.05
+"""A diagonal shape is timed beside IREE's builds only where the search measured it or
+predicts a call within this: the guard times about a hundred T for a few rounds."""
+
 OFFSETS = 64
 """Placements are told apart by their ``.text`` offset modulo this: the fetch windows a
 loop's alignment matters against are 32 and 64 bytes."""
@@ -64,8 +68,7 @@ class PlacementSettings:
 
 def placement_points(plan: Plan, most: int) -> list[int]:
     """Run-time values to time the placements at: every dynamic dim at one value ``T``
-    within the range all of the plan's dims share, and no larger than the largest diagonal
-    shape the search timed a kernel at. First the median of the diagonal shapes
+    within :func:`timed_range`. First the median of the diagonal shapes
     each kernel is chosen for (the kernels chosen most first), then the range's ends, then
     each kernel's quartiles (a placement's toll is largest on short calls: 1.19-1.23x at
     T = 9..31 of `unseen_context_h80`'s data tiling, 1.09x at 65); at most ``most``. Empty
@@ -88,21 +91,27 @@ def placement_points(plan: Plan, most: int) -> list[int]:
 
 
 def timed_range(plan: Plan) -> tuple[int, int] | None:
-    """The run-time values every dynamic dim of ``plan`` shares, no larger than the largest
-    diagonal shape the search timed a kernel at (1..10**9 has inputs no memory holds);
-    None where there is none."""
+    """The run-time values every dynamic dim of ``plan`` shares, up to the largest diagonal
+    shape of the search whose call was measured or is predicted within
+    :data:`CALL_SECONDS` (1..10**9 has inputs no memory holds); None where there is none.
+    Not only the shapes measured: at budget 16 on 1..24 the search may time nothing above
+    T = 7, and 8..24 would run unchecked."""
     ranges = [d.range for w in plan.workloads for d in w.dims]
     if not ranges:
         return None
     lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-    ran = [
+    callable_at = [
         s.dims[0]
         for w in plan.workloads
         for s in w.shapes
-        if len(set(s.dims)) == 1 and s.measured is not None and math.isfinite(s.measured)
+        if len(set(s.dims)) == 1 and (_finite(s.measured) or s.predicted <= CALL_SECONDS)
     ]
-    hi = min(hi, max(ran, default=lo - 1))
+    hi = min(hi, max(callable_at, default=lo - 1))
     return None if lo > hi else (lo, hi)
+
+
+def _finite(seconds: float | None) -> bool:
+    return seconds is not None and math.isfinite(seconds)
 
 
 def choose_placement(
