@@ -49,10 +49,11 @@ were timed side by side), None for none: the pairs of one regime repeat one comp
 (:meth:`dcmlir.search.packed_rows.PackedRows.regimes`)."""
 
 
-Speaks = Callable[[int, int], np.ndarray | None]
-"""(kernel column, build column) -> [pair row, row]: whether a pair of the two at one row
-speaks for the other beyond :func:`cover_matrix` (None: wherever it covers;
-:meth:`dcmlir.search.packed_rows.PackedRows.speaks`)."""
+TileSteps = Callable[[int, int], np.ndarray | None]
+"""(kernel column, build column) -> [pair row, row]: the log of the kernel's row tiles per
+build tile at the row over those at the pair; a pair speaks for a row beyond
+:func:`cover_matrix` where it is not above 0, and its ratio is carried there by it (None:
+either steps on no grid; :meth:`dcmlir.search.packed_rows.PackedRows.tile_steps`)."""
 
 
 Together = Callable[[int, int], set[int]]
@@ -61,18 +62,18 @@ side, in one call of the measurer (:meth:`.measured_pairs.MeasuredPairs.together
 
 
 def _covering(
-    joint: np.ndarray, near: np.ndarray, column: int, build: int, speaks: Speaks | None
+    joint: np.ndarray, near: np.ndarray, column: int, build: int, tile_steps: TileSteps | None
 ) -> np.ndarray:
     """[pair row, row]: where a pair of ``column`` and ``build`` is evidence. Where both step
-    on the row-tile grid (``speaks``), near and where it speaks, whatever the remainder
+    on the row-tile grid (``tile_steps``), near and where it speaks, whatever the remainder
     classes: both pad their last tile instead of running remainder code, so their times
     follow the tile counts. By the classes, a pair at T = 8 of `dense_ffn1` on a Xeon (an
     8-row kernel 0.6x data tiling's time, one tile each) spoke for no T below 8, ties at
     T = 9, 10 (two 8-row tiles beside one 16-row tile) did, and the plan ran data tiling
     at T = 3..7, 1.45x the 8-row kernel's time there (never_slower.py, budget 60)."""
-    found = None if speaks is None else speaks(column, build)
+    found = None if tile_steps is None else tile_steps(column, build)
     if found is not None:
-        return near & found
+        return near & (found <= 1e-9)
     return cover_matrix(joint[:, column], near)
 
 
@@ -82,7 +83,7 @@ def unpaired_rows(
     regions: Regions,
     measured_rows: Callable[[int], set[int]],
     default: int,
-    speaks: Speaks | None = None,
+    tile_steps: TileSteps | None = None,
 ) -> dict[int, list[int]]:
     """Each kernel's rows that no side-by-side pair covers.
 
@@ -93,7 +94,7 @@ def unpaired_rows(
     found: dict[int, list[int]] = {}
     for column, region in regions.items():
         pairs = sorted(measured_rows(column) & have)
-        covered = _covering(joint, near, column, default, speaks)[pairs].any(axis=0)
+        covered = _covering(joint, near, column, default, tile_steps)[pairs].any(axis=0)
         rows = [row for row in region if not covered[row]]
         if rows:
             found[column] = rows
@@ -106,7 +107,7 @@ def baseline_wants(
     regions: Regions,
     measured_rows: Callable[[int], set[int]],
     default: int,
-    speaks: Speaks | None = None,
+    tile_steps: TileSteps | None = None,
 ) -> list[tuple[int, int]]:
     """``(column to measure, row)``: what would pair every row of :func:`unpaired_rows`.
 
@@ -116,9 +117,9 @@ def baseline_wants(
     """
     have = measured_rows(default)
     wants: list[tuple[int, int]] = []
-    unpaired = unpaired_rows(joint, near, regions, measured_rows, default, speaks)
+    unpaired = unpaired_rows(joint, near, regions, measured_rows, default, tile_steps)
     for column, missing in unpaired.items():
-        cover = _covering(joint, near, column, default, speaks)
+        cover = _covering(joint, near, column, default, tile_steps)
         own = sorted(measured_rows(column))
         beside = greedy_cover(cover, own, missing, ()) if own else []
         wants += [(default, row) for row in beside]
@@ -139,7 +140,7 @@ def beaten_rows(
     regime: RegimeOf | None = None,
     again: AgainLogs | None = None,
     waste: np.ndarray | None = None,
-    speaks: Speaks | None = None,
+    tile_steps: TileSteps | None = None,
     by_class: bool = True,
 ) -> dict[int, list[int]]:
     """Each kernel's rows where the closest side-by-side pairs covering them show it
@@ -150,7 +151,7 @@ def beaten_rows(
     6), then by ``distance[pair row, row]`` (equal to 1e-9; a pair at the row itself
     decides). On the grid a pair's ratio is carried to the rows it covers per tile: times
     the kernel's tiles per build tile at the row over those at the pair (no more there, by
-    :meth:`~dcmlir.search.packed_rows.PackedRows.speaks`). Taken as it was, a tie of two
+    :meth:`~dcmlir.search.packed_rows.PackedRows.tile_steps`). Taken as it was, a tie of two
     8-row tiles with one 16-row tile at T = 9, 10 of `dense_qkv` on a Xeon ruled one 8-row
     tile out of T = 5, 6, where it runs 0.6x data tiling's time; dropped where the kernel
     runs fewer tiles per build tile than at the pair, a loss of a 12-row mmt4d kernel of
@@ -188,17 +189,18 @@ def beaten_rows(
             pairs += timed_again
         if not pairs:
             continue
-        cover = _covering(joint, near, column, default, speaks)
+        cover = _covering(joint, near, column, default, tile_steps)
         kind = _kind_of(
             joint[:, column], by_class, None if regime is None else partial(regime, column, default)
         )
-        per_tile = _tile_logs(regime, column, default, joint.shape[0])
+        grid = None if tile_steps is None else tile_steps(column, default)
+        per_tile = np.zeros(cover.shape) if grid is None else grid
         beaten = []
         for row in region:
             covering = [
                 (
                     (kind(r) != kind(row), round(float(distance[r, row]), 9)),
-                    value + per_tile(r, row),
+                    value + float(per_tile[r, row]),
                 )
                 for r, value in _carried(pairs, steps, row)
                 if cover[r, row]
@@ -211,18 +213,6 @@ def beaten_rows(
         if beaten:
             found[column] = beaten
     return found
-
-
-def _tile_logs(
-    regime: RegimeOf | None, column: int, build: int, rows: int
-) -> Callable[[int, int], float]:
-    """(pair row, row) -> the log of the kernel's row tiles per build tile at the row over
-    those at the pair, where both step on the row-tile grid (else 0)."""
-    found = [] if regime is None else [regime(column, build, row) for row in range(rows)]
-    if not found or any(f is None for f in found):
-        return lambda pair, row: 0.0
-    logs = np.log([mine / theirs for (mine, theirs), _ in (f for f in found if f is not None)])
-    return lambda pair, row: float(logs[row] - logs[pair])
 
 
 def _kind_of(
@@ -285,7 +275,7 @@ def against_builds(
     again: AgainLogs | None = None,
     waste: Mapping[int, np.ndarray] | None = None,
     *,
-    speaks: Speaks | None = None,
+    tile_steps: TileSteps | None = None,
     floor: int | None = None,
     together: Together | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
@@ -306,7 +296,7 @@ def against_builds(
     ``floor``: the build a kernel's tie with it goes to, as a build's tie with the other
     does (data tiling with a constant weight: pairs said 1.01x and 0.99x at T = 13, 14 of
     `dense_ffn1` on an AVX2 Zen 3, and the plan ran 1.16x and 1.18x its time there);
-    ``speaks``: where a pair is evidence beyond its cover (:data:`Speaks`); ``together``:
+    ``tile_steps``: where a pair is evidence beyond its cover (:data:`TileSteps`); ``together``:
     with it, a pair with ``floor`` is evidence only where the two were timed side by side
     (:func:`_side_by_side_only`)."""
     unpaired: dict[int, set[int]] = {}
@@ -322,10 +312,10 @@ def against_builds(
             rows, timed = measured_rows, seconds
             if build == floor and together is not None:
                 rows, timed = _side_by_side_only(column, build, rows, timed, together, again)
-            found = unpaired_rows(joint, near, own, rows, build, speaks)
+            found = unpaired_rows(joint, near, own, rows, build, tile_steps)
             unpaired[column] &= set(found.get(column, []))
             steps = (waste or {}).get(build)
-            args = (line, regime, again, steps, speaks, column not in columns)
+            args = (line, regime, again, steps, tile_steps, column not in columns)
             lost = beaten_rows(joint, near, distance, own, timed, build, *args)
             beaten.setdefault(column, []).extend(lost.get(column, []))
     return (
@@ -380,7 +370,7 @@ def side_by_side_wants(
     build: int,
     together: Together,
     again: AgainLogs | None,
-    speaks: Speaks | None = None,
+    tile_steps: TileSteps | None = None,
 ) -> list[tuple[int, int]]:
     """``(kernel column, row)``: where to time a kernel and ``build`` (the floor) side by
     side so that every row of its region has a pair timed so covering it; rows where
@@ -388,7 +378,7 @@ def side_by_side_wants(
     wants: list[tuple[int, int]] = []
     have = measured_rows(build)
     for column, region in regions.items():
-        cover = _covering(joint, near, column, build, speaks)
+        cover = _covering(joint, near, column, build, tile_steps)
         timed = sorted(_timed_together(column, build, together, again))
         covered = cover[timed].any(axis=0)
         missing = [row for row in region if not covered[row]]

@@ -84,25 +84,27 @@ class PackedRows:
 
         return regime
 
-    def speaks(self, shapes: Sequence[Shape]) -> Callable[[int, int], np.ndarray | None]:
-        """(kernel column, build column) -> [pair row, row]: a pair speaks for a row where the
-        kernel runs no more row tiles per build tile there than at the pair (None: either
-        steps on no grid). At T = 3 of `dense_ffn1` on an AVX2 Zen 3 one 4-row tile took
-        0.5x data tiling's one 8-row tile; at T = 5..8, two beside one, 1.07-1.11x."""
+    def tile_steps(self, shapes: Sequence[Shape]) -> Callable[[int, int], np.ndarray | None]:
+        """(kernel column, build column) -> [pair row, row]: the log of the kernel's row
+        tiles per build tile at the row over those at the pair (None: either steps on no
+        grid). A pair speaks for a row where this is not above 0, the kernel running no
+        more row tiles per build tile there than at the pair: at T = 3 of `dense_ffn1` on
+        an AVX2 Zen 3 one 4-row tile took 0.5x data tiling's one 8-row tile; at T = 5..8,
+        two beside one, 1.07-1.11x. Its ratio is carried to the row by it."""
         rows = np.array([shape[0] for shape in shapes], dtype=float)
         found: dict[tuple[int, int], np.ndarray] = {}  # by the two tiles: asked every proof
 
-        def speaks(column: int, build: int) -> np.ndarray | None:
+        def tile_steps(column: int, build: int) -> np.ndarray | None:
             mine = self.tile(self.candidates[column])
             theirs = self.tile(self.candidates[build])
             if mine is None or theirs is None:
                 return None
             if (mine, theirs) not in found:
-                ratio = np.ceil(rows / mine) / np.ceil(rows / theirs)
-                found[mine, theirs] = ratio[None, :] <= ratio[:, None] * (1 + 1e-9)
+                logs = np.log(np.ceil(rows / mine) / np.ceil(rows / theirs))
+                found[mine, theirs] = logs[None, :] - logs[:, None]
             return found[mine, theirs]
 
-        return speaks
+        return tile_steps
 
     def paired(self, candidate: Candidate, build: Candidate, pairs: Pairs) -> dict[Regime, float]:
         """Per regime, the kernel's time over the build's: the geomean over the pairs the

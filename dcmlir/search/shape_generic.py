@@ -115,7 +115,7 @@ class ShapeGenericSearch:
         given = sorted({tuple(shape) for shape in shapes or ()})
         self.shapes = given or shapes_in_range(workload, settings.max_shapes, settings.seed)
         self.shape_index = {s: i for i, s in enumerate(self.shapes)}
-        self.speaks = self.rows.speaks(self.shapes)  # where a pair with data tiling speaks
+        self.tile_steps = self.rows.tile_steps(self.shapes)  # pairs with data tiling, per tile
         self.remainders = RemainderClasses(workload, self.candidates, self.shapes)
         self.siblings = reduction_siblings(workload, self.candidates)
         self.default = next(  # IREE's default: the floor every chosen kernel must beat
@@ -284,7 +284,7 @@ class ShapeGenericSearch:
         carried = {self.default: self._partial_waste() ** PARTIAL_TRUST}
         floor, together = self._floor_build(), self.book.together_rows
         return against_builds(
-            builds, *args, carried, speaks=self.speaks, floor=floor, together=together
+            builds, *args, carried, tile_steps=self.tile_steps, floor=floor, together=together
         )
 
     def _builds(self) -> list[tuple[int, np.ndarray]]:
@@ -366,7 +366,7 @@ class ShapeGenericSearch:
         if not wanted and builds:
             (build, joint), needing = builds[0], self._needing_pairs(regions)
             near = self.remainders.near
-            wanted = baseline_wants(joint, near, needing, rows, build, self.speaks)
+            wanted = baseline_wants(joint, near, needing, rows, build, self.tile_steps)
         if not wanted and builds:  # a pair at the row itself decides
             beaten = self._against_iree_builds(regions)[1]
             wanted = contested_rows(beaten, rows, [build for build, _ in builds])
@@ -386,7 +386,7 @@ class ShapeGenericSearch:
             return self._unmeasured(wanted)
         near, needing = self.remainders.near, self._needing_pairs(regions)
         args = (rows, floor, book.together_rows, book.again_logs)
-        found = side_by_side_wants(self.remainders.masks, near, needing, *args, self.speaks)
+        found = side_by_side_wants(self.remainders.masks, near, needing, *args, self.tile_steps)
         found = found or contested_side_by_side(self._against_iree_builds(regions)[1], *args)
         pairs = [(self.candidates[c], self.shapes[r]) for k, r in found for c in (k, floor)]
         self.again = {s for c, s in pairs if (c.key(), s) in self.measured}
