@@ -32,7 +32,7 @@ from dcmlir.search.remainders import (
     greedy_cover,
     log_distance,
 )
-from dcmlir.search.selection import measured_first
+from dcmlir.search.selection import measured_favoured, measured_first
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
 from dcmlir.search.verification import (
@@ -728,3 +728,26 @@ def test_siblings_are_measured_beside_a_chosen_kernel_once_nothing_else_is_left(
     assert unmeasured() == [(3, 0)]
     measured[0, 1] = False  # the reserve asks for neither
     assert unmeasured(hidden=False) == []
+
+
+def test_an_estimate_beside_a_measurement_at_its_shape_takes_the_margin() -> None:
+    """The final table: at a row where some candidate was measured and ran, every pair not
+    measured there is made the margin slower (the winner's curse); elsewhere, and at a row
+    whose only measurement failed, the estimate stands."""
+    inf = math.inf
+    estimate = np.array(
+        [
+            [55.0, 57.0, 60.0],  # T = 64: column 1 measured at 57, column 0 estimated at 55
+            [10.0, 12.0, 11.0],  # nothing measured here
+            [inf, 20.0, 30.0],  # column 0 measured and failed: no measurement stands
+        ]
+    )
+    measured = np.array([[False, True, False], [False, False, False], [True, False, False]])
+    found = measured_favoured(estimate, measured, 0.05)
+    assert found[0].tolist() == pytest.approx([55.0 * 1.05, 57.0, 60.0 * 1.05])
+    assert found[0].argmin() == 1  # the measurement takes the shape
+    assert found[1].tolist() == estimate[1].tolist()
+    assert found[2].tolist() == estimate[2].tolist()
+    assert estimate[0, 0] == 55.0  # the search's own table is left alone
+    with pytest.raises(ValueError, match="measured_margin"):
+        SearchSettings(measured_margin=-0.1)

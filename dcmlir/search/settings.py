@@ -19,6 +19,7 @@ class SearchSettings:
     first_share: float = 0.25  # of the budget, at most, for the first measurements
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
+    measured_margin: float = 0.05  # at the end, an unmeasured pair beside a measured one: slower
     weight_layouts: int = 2  # a constant weight's layouts in one workload's kernels (1 or 2)
     duel_share: float = 0.15  # of the budget, at most, for side-by-side family duels
     duel_calls: int = 50  # a duel's pair is timed call by call, this many samples each
@@ -47,5 +48,7 @@ class SearchSettings:
             raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
         if not 0 <= self.exact_share < 1:
             raise ValueError("exact_share must be in [0, 1)")
+        if self.measured_margin < 0:
+            raise ValueError("measured_margin must be >= 0")
         if self.weight_layouts not in (1, 2):
             raise ValueError("weight_layouts must be 1 or 2")

@@ -68,7 +68,7 @@ from dcmlir.search.outcome import SearchResult
 from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.proven_selection import fallback_groups, proven_selection
 from dcmlir.search.remainders import RemainderClasses
-from dcmlir.search.selection import finite_geomean, select_kernels
+from dcmlir.search.selection import finite_geomean, measured_favoured, select_kernels
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
@@ -462,7 +462,8 @@ class ShapeGenericSearch:
             self.chase.count(firsts, self.measured)
             rounds += 1
         estimate, predicted = self.estimate()
-        kernels, choice = self._proven_selection(estimate)
+        judged = measured_favoured(estimate, self.book.mask(), settings.measured_margin)
+        kernels, choice = self._proven_selection(judged)
         chosen = [self.candidates[c] for c in kernels]
         left = settings.budget - self.used if settings.exact_budget else 0  # for exact builds
         args = (self.book, lambda s: chosen[choice[s]], chosen, settings.duel_calls, left)
