@@ -749,5 +749,7 @@ def test_an_estimate_beside_a_measurement_at_its_shape_takes_the_margin() -> Non
     assert found[1].tolist() == estimate[1].tolist()
     assert found[2].tolist() == estimate[2].tolist()
     assert estimate[0, 0] == 55.0  # the search's own table is left alone
+    # a kernel on the row-tile grid: its estimate is its measurements' at the tile count
+    assert measured_favoured(estimate, measured, 0.05, grid=[0])[0, 0] == 55.0
     with pytest.raises(ValueError, match="measured_margin"):
         SearchSettings(measured_margin=-0.1)

@@ -462,7 +462,8 @@ class ShapeGenericSearch:
             self.chase.count(firsts, self.measured)
             rounds += 1
         estimate, predicted = self.estimate()
-        judged = measured_favoured(estimate, self.book.mask(), settings.measured_margin)
+        grid = [c for c, candidate in enumerate(self.candidates) if self.rows.tile(candidate)]
+        judged = measured_favoured(estimate, self.book.mask(), settings.measured_margin, grid)
         kernels, choice = self._proven_selection(judged)
         chosen = [self.candidates[c] for c in kernels]
         left = settings.budget - self.used if settings.exact_budget else 0  # for exact builds
