@@ -451,12 +451,7 @@ def measured_favoured(
     estimate: np.ndarray, measured: np.ndarray, margin: float, grid: Sequence[int] = ()
 ) -> np.ndarray:
     """``estimate`` with each pair not ``measured`` [row, column] made ``margin`` slower at
-    the rows where some candidate was measured and ran: the final selection's table. The
-    ``grid`` columns (kernels whose time steps with their row tiles) are left alone: their
-    estimate is their measurements at a row's tile count, not the model's word. Tried on
-    every column (2026-11-29, 10%), the margin cost `dense_out` and `heldout_linear_t`
-    a fifth of their speed at budget 60 live: the explicit mmt4d family, measured at few
-    of its rows, lost the family choice to data tiling's (docs/design.md, step 5).
+    the rows where some candidate was measured and ran: the final selection's table.
 
     There an estimate stands against a measurement, and of many estimates the fastest is
     the likeliest to err low (the winner's curse). Oracle replay, attention scores with
@@ -467,7 +462,14 @@ def measured_favoured(
     3 seeds (docs/benchmarks.md, "An estimate beside a measurement"), 5% took the worst
     seed at budget 240 from 0.954 to 0.962 (head size 80) and 0.956 to 0.964 (128) and
     lowered no workload's worst seed by more than 0.003; 10% lost 0.02 at budget 110 on
-    the BERT scores."""
+    the BERT scores.
+
+    The ``grid`` columns (kernels whose time steps with their row tiles) are left alone:
+    their estimate is their own measurements at a row's tile count, not the model's word.
+    Tried on every column (2026-11-29, 10%), the margin cost `dense_out` and
+    `heldout_linear_t` a fifth of their speed at budget 60 live: the explicit mmt4d
+    family, measured at few of its rows, lost the family choice to data tiling's
+    (docs/design.md, step 5)."""
     ran = measured & np.isfinite(estimate)
     slower = ran.any(axis=1)[:, None] & ~measured
     slower[:, list(grid)] = False
