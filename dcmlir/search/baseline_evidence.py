@@ -194,13 +194,12 @@ def beaten_rows(
             joint[:, column], by_class, None if regime is None else partial(regime, column, default)
         )
         grid = None if tile_steps is None else tile_steps(column, default)
-        per_tile = np.zeros(cover.shape) if grid is None else grid
         beaten = []
         for row in region:
             covering = [
                 (
                     (kind(r) != kind(row), round(float(distance[r, row]), 9)),
-                    value + float(per_tile[r, row]),
+                    value + (0.0 if grid is None else float(grid[r, row])),
                 )
                 for r, value in _carried(pairs, steps, row)
                 if cover[r, row]
