@@ -9,7 +9,8 @@ size 80; developed on since) and three fresh (added the same way after that:
 ``?x384 @ 384x1536``; attention scores and context with 12 heads of size 96) and four
 novel (added the same way on 2026-12-03: issue 14's ``?x640 @ (1280x640)^T``, GPT-2's
 ``?x768 @ 768x2304``, attention scores with 8 heads of size 32 and context with 8 heads
-of size 48), T dynamic in 1..128:
+of size 48; two more on 2026-12-05: attention scores with 4 heads of size 256 and
+``?x2048 @ 2048x256``), T dynamic in 1..128:
 
 1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
    what the search had), the projections with their weight a module constant (as in a
@@ -123,6 +124,8 @@ NOVEL = {
     "novel_gpt2_qkv": dense_module(768, 2304),
     "novel_scores_h32": scores_module(8, 32),
     "novel_context_h48": context_module(8, 48),
+    "novel_scores_h256": scores_module(4, 256),
+    "novel_down_2048": dense_module(2048, 256),
 }
 NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL}
 """Every workload the search was not developed on when it was added."""
@@ -134,6 +137,7 @@ WEIGHTED = {
     "fresh_ffn_384",
     "novel_linear_t_640",
     "novel_gpt2_qkv",
+    "novel_down_2048",
 }
 
 
@@ -284,7 +288,9 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
         "`novel_linear_t_640` (`?x640 @ (1280x640)^T`, issue 14's report), `novel_gpt2_qkv` "
         "(`?x768 @ 768x2304`), `novel_scores_h32` (8 heads of size 32), `novel_context_h48` "
         "(attention context, 8 heads of size 48): added on 2026-12-03 with the code fixed "
-        "(a39d63a) before any of them was timed. Projections with a constant weight; one "
+        "(a39d63a) before any of them was timed; `novel_scores_h256` (4 heads of size 256) "
+        "and `novel_down_2048` (`?x2048 @ 2048x256`): added on 2026-12-05 the same way "
+        "(2d6bb2e), on the `zen4` machine only. Projections with a constant weight; one "
         "thread, side by side in "
         f"one process, interleaved per T, every output checked; {len(SHAPES)} T. A cell's "
         "ratio is dcmlir's time / the faster of IREE default and IREE data tiling at that T, "
