@@ -290,7 +290,7 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
         "(attention context, 8 heads of size 48): added on 2026-12-03 with the code fixed "
         "(a39d63a) before any of them was timed; `novel_scores_h256` (4 heads of size 256) "
         "and `novel_down_2048` (`?x2048 @ 2048x256`): added on 2026-12-05 the same way "
-        "(2d6bb2e), on the `zen4` machine only. Projections with a constant weight; one "
+        "(2d6bb2e). Projections with a constant weight; one "
         "thread, side by side in "
         f"one process, interleaved per T, every output checked; {len(SHAPES)} T. A cell's "
         "ratio is dcmlir's time / the faster of IREE default and IREE data tiling at that T, "
