@@ -448,6 +448,33 @@ def test_the_reserve_proves_measured_kernels_and_brings_in_none(
     assert {key for key, _ in measurer.timed[start:] if not key.startswith("exact:")} <= before
 
 
+@pytest.mark.parametrize(
+    ("budget", "room"),
+    [(30, 7), (59, 14), (60, 24), (80, 24), (96, 24), (110, 27), (240, 60)],
+)
+def test_small_budgets_measure_at_least_first_least_kernels_first(budget: int, room: int) -> None:
+    """A quarter of the budget, but 24 first measurements where that is at most 40% of it:
+    with 15 at budget 60 the regressor ranked the unmeasured kernels by chance (quality
+    replay, 15 workloads: seeds 0-5 spread over 0.03 on 8 workloads of 30, 1 with 24);
+    below, the budget is too small to fit it and proves its few picks instead."""
+    assert SearchSettings(budget=budget).first_room == room
+
+
+def test_the_first_measurements_cover_as_many_kernels_as_the_room() -> None:
+    """The kernels cherry-picked first are a spread subset of ``first_room`` pairs."""
+    workload = dense_with_range(1, 128)
+    space = space_for(TARGET)
+    tuned = [c for c in space if isinstance(c, CpuCandidate)]
+    assert len(tuned) > 24
+    for budget in (59, 60):
+        settings = SearchSettings(budget=budget)
+        model = TrivialCostModel(workload, TARGET, seed=0)
+        search = ShapeGenericSearch(workload, None, model, space, settings)  # type: ignore[arg-type]
+        first = search.first_pairs()
+        assert len({c.key() for c, _ in first}) == settings.first_room
+        assert len(first) == len({c.key() for c, _ in first})  # once each, on its pick
+
+
 def test_known_pairs_are_evidence_from_the_start_and_outside_the_budget(tmp_path: Path) -> None:
     """IREE's default probed for a model's budget split is handed to each search as known
     pairs (``dcmlir.tune``): answered from the records, evidence from the first round, not

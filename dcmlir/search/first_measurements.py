@@ -5,8 +5,8 @@ one tile and at the most tiles (its line: the strongest IREE build, which every 
 is compared with), or, without a constant weight, at its pick and the largest shape
 (the floor's other build, compared with the default before any kernel); each packed
 kernel at its bound; the other candidates on their cherry-picked shapes (a spread
-subset when they are more than ``share`` of the budget); last, the packed kernels'
-second points (M = 1).
+subset when they are more than ``most`` pairs); last, the packed kernels' second points
+(M = 1).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def first_measurements(
     rows: PackedRows,
     picked: Callable[[Candidate], Shape],
     budget: int,
-    share: float,
+    most: int,
 ) -> list[tuple[Candidate, Shape]]:
     """(candidate, shape) pairs in the order to measure; ``picked``: a candidate's
     cherry-picked shape (where its padding and occupancy are best)."""
@@ -49,7 +49,7 @@ def first_measurements(
             found = rows.picks(candidate, shapes)
             first.append((candidate, found[-1]))
             later += [(candidate, shape) for shape in found[:-1]]
-    room = max(int(budget * share) - len({c.key() for c, _ in first}), 0)
+    room = max(most - len({c.key() for c, _ in first}), 0)
     if len(rest) > room:
         step = len(rest) / max(room, 1)
         rest = [rest[int(i * step)] for i in range(room)]

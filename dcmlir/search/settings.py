@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 from dcmlir.search.exact_builds import EXACT_SHARE
 
-__all__ = ["SearchSettings"]
+__all__ = ["FIRST_MOST", "SearchSettings"]
+
+FIRST_MOST = 0.4
+"""Of the budget, at most, for ``first_least`` first measurements."""
 
 
 @dataclass(frozen=True)
@@ -16,7 +19,8 @@ class SearchSettings:
     top_k: int = 4
     verify_batch: int = 64  # pairs measured per verification round
     verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
-    first_share: float = 0.25  # of the budget, at most, for the first measurements
+    first_share: float = 0.25  # of the budget, at most, for the first measurements ...
+    first_least: int = 24  # ... but this many where that is under 40% of the budget
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     measured_margin: float = 0.05  # at the end, an unmeasured pair beside a measured one: slower
@@ -36,6 +40,17 @@ class SearchSettings:
         return kept if kept >= 2 else 0
 
     @property
+    def first_room(self) -> int:
+        """First measurements (cherry-picks), at most: ``first_share`` of the budget, but
+        ``first_least`` where that is more and under 40% of the budget. Fewer and
+        the regressor ranks the kernels it has not seen by the few it has, and a seed
+        decides which (docs/design.md section 7, step 1)."""
+        share = int(self.budget * self.first_share)
+        if self.first_least > self.budget * FIRST_MOST:  # too small a budget: verify instead
+            return share
+        return max(share, self.first_least)
+
+    @property
     def reserve(self) -> int:
         """The last measurements, kept back for proving the choice: only kernels already
         measured are selected while they are spent (docs/design.md section 7, step 4)."""
@@ -46,6 +61,8 @@ class SearchSettings:
             raise ValueError("budget, max_kernels, top_k, verify_batch and duel_calls must be >= 1")
         if self.verify_per_kernel < 1 or not 0 < self.first_share <= 1:
             raise ValueError("verify_per_kernel must be >= 1 and first_share in (0, 1]")
+        if self.first_least < 0:
+            raise ValueError("first_least must be >= 0")
         if not 0 <= self.exact_share < 1:
             raise ValueError("exact_share must be in [0, 1)")
         if self.measured_margin < 0:

@@ -489,9 +489,9 @@ class ShapeGenericSearch:
 
     def first_pairs(self) -> list[tuple[Candidate, Shape]]:
         """What is measured first (:mod:`.first_measurements`)."""
-        budget, share = self.settings.budget, self.settings.first_share
+        budget, most = self.settings.budget, self.settings.first_room
         return first_measurements(
-            self.candidates, self.shapes, self.rows, self._picked, budget, share
+            self.candidates, self.shapes, self.rows, self._picked, budget, most
         )
 
     def _picked(self, candidate: Candidate) -> Shape:
