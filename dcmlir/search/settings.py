@@ -20,7 +20,7 @@ class SearchSettings:
     verify_batch: int = 64  # pairs measured per verification round
     verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
     first_share: float = 0.25  # of the budget, at most, for the first measurements ...
-    first_least: int = 24  # ... but this many where that is under 40% of the budget
+    first_least: int = 24  # ... but this many (40% at most) where that leaves 2x
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     measured_margin: float = 0.05  # at the end, an unmeasured pair beside a measured one: slower
@@ -42,13 +42,14 @@ class SearchSettings:
     @property
     def first_room(self) -> int:
         """First measurements (cherry-picks), at most: ``first_share`` of the budget, but
-        ``first_least`` where that is more and under 40% of the budget. Fewer and
-        the regressor ranks the kernels it has not seen by the few it has, and a seed
-        decides which (docs/design.md section 7, step 1)."""
+        ``first_least`` (at most 40% of what exact builds leave) where that leaves twice as
+        many. Fewer and the regressor ranks the kernels it has not seen by the few it has,
+        and a seed decides which (docs/design.md section 7, step 1)."""
         share = int(self.budget * self.first_share)
-        if self.first_least > self.budget * FIRST_MOST:  # too small a budget: verify instead
+        searched = self.budget - self.exact_budget
+        if searched < 2 * self.first_least:  # too small to fit the model: prove the picks
             return share
-        return max(share, self.first_least)
+        return max(share, min(self.first_least, int(searched * FIRST_MOST)))
 
     @property
     def reserve(self) -> int:
