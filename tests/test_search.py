@@ -455,9 +455,9 @@ def test_the_reserve_proves_measured_kernels_and_brings_in_none(
 def test_small_budgets_measure_at_least_first_least_kernels_first(budget: int, room: int) -> None:
     """A quarter of the budget, but up to 24 first measurements (40% of what exact builds
     leave) where that leaves twice as many: with 15 at budget 60 the regressor ranked the
-    unmeasured kernels by chance (quality replay, 15 workloads: seeds 0-5 spread over 0.03
-    on 8 workloads of 30, 1 with 21); below, the budget is too small to fit it and proves
-    its few picks instead."""
+    unmeasured kernels by chance (quality replay, 15 workloads, seeds 0-2 and 3-5: 8 seed
+    triples of 30 spread over 0.03, 1 with 21); below, the budget is too small to fit it
+    and proves its few picks instead."""
     assert SearchSettings(budget=budget).first_room == room
 
 

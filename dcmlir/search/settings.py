@@ -9,7 +9,7 @@ from dcmlir.search.exact_builds import EXACT_SHARE
 __all__ = ["FIRST_MOST", "SearchSettings"]
 
 FIRST_MOST = 0.4
-"""Of the budget, at most, for ``first_least`` first measurements."""
+"""Of what exact builds leave, at most, for ``first_least`` first measurements."""
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class SearchSettings:
     verify_batch: int = 64  # pairs measured per verification round
     verify_per_kernel: int = 2  # a chosen kernel's own shapes per round: a refit comes first
     first_share: float = 0.25  # of the budget, at most, for the first measurements ...
-    first_least: int = 24  # ... but this many (40% at most) where that leaves 2x
+    first_least: int = 24  # ... but up to this many where the search has 2x (first_room)
     contender_margin: float = 0.15  # a runner-up within 15% of the choice is verified too
     tie_margin: float = 0.02  # kernels this close on a shape are a tie (one takes the region)
     measured_margin: float = 0.05  # at the end, an unmeasured pair beside a measured one: slower
