@@ -40,13 +40,18 @@ class SearchSettings:
         return kept if kept >= 2 else 0
 
     @property
+    def search_budget(self) -> int:
+        """What the search's rounds may spend: the budget less what exact builds keep."""
+        return self.budget - self.exact_budget
+
+    @property
     def first_room(self) -> int:
         """First measurements (cherry-picks), at most: ``first_share`` of the budget, but
         ``first_least`` (at most 40% of what exact builds leave) where that leaves twice as
         many. Fewer and the regressor ranks the kernels it has not seen by the few it has,
         and a seed decides which (docs/design.md section 7, step 1)."""
         share = int(self.budget * self.first_share)
-        searched = self.budget - self.exact_budget
+        searched = self.search_budget
         if searched < 2 * self.first_least:  # too small to fit the model: prove the picks
             return share
         return max(share, min(self.first_least, int(searched * FIRST_MOST)))

@@ -407,7 +407,7 @@ class ShapeGenericSearch:
     def run(self) -> SearchResult:
         start = time.perf_counter()
         settings = self.settings
-        budget = settings.budget - settings.exact_budget  # the rest: exact builds
+        budget = settings.search_budget  # the rest: exact builds
         first = self.first_pairs()
         print(
             f"dcmlir: search {self.workload.kind} key={self.workload.key}: "
