@@ -10,7 +10,9 @@ size 80; developed on since) and three fresh (added the same way after that:
 novel (added the same way on 2026-12-03: issue 14's ``?x640 @ (1280x640)^T``, GPT-2's
 ``?x768 @ 768x2304``, attention scores with 8 heads of size 32 and context with 8 heads
 of size 48; two more on 2026-12-05: attention scores with 4 heads of size 256 and
-``?x2048 @ 2048x256``), T dynamic in 1..128:
+``?x2048 @ 2048x256``) and three of another structure (added the same way on 2026-12-05:
+M and N dynamic on their own, an f16 projection, a batch matmul whose batch is dynamic
+too), T dynamic in 1..128:
 
 1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
    what the search had), the projections with their weight a module constant (as in a
@@ -127,7 +129,45 @@ NOVEL = {
     "novel_scores_h256": scores_module(4, 256),
     "novel_down_2048": dense_module(2048, 256),
 }
-NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL}
+# Added on 2026-12-05 with the code fixed (1a3c27c) before anything of them was timed:
+# another structure than the BERT ones, each a first for the search's live checks.
+STRUCTURE = {
+    "struct_mn_256": """func.func @main(%a: tensor<?x256xf32>, %b: tensor<256x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x256xf32>
+  %n = tensor.dim %b, %c1 : tensor<256x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x256xf32>, tensor<256x?xf32>) outs(%init : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+""",  # M and N dynamic on their own (both operands activations), tuned over the T x T' grid
+    "struct_f16_proj": """func.func @main(%x: tensor<?x768xf16>, %w: tensor<768x768xf16>) -> tensor<?x768xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x768xf16>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<?x768xf16>, tensor<768x768xf16>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
+  return %r : tensor<?x768xf32>
+}
+""",  # f16 operands, f32 accumulation, a constant weight
+    "struct_batch_rows": """func.func @main(%a: tensor<?x?x64xf32>, %b: tensor<?x64x64xf32>) -> tensor<?x?x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %a, %c0 : tensor<?x?x64xf32>
+  %t = tensor.dim %a, %c1 : tensor<?x?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n, %t) : tensor<?x?x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  %r = linalg.batch_matmul ins(%a, %b : tensor<?x?x64xf32>, tensor<?x64x64xf32>) outs(%init : tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  return %r : tensor<?x?x64xf32>
+}
+""",  # the batch dynamic too, beside the rows
+}
+NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL, **STRUCTURE}
 """Every workload the search was not developed on when it was added."""
 WEIGHTED = {
     *DENSE,
@@ -138,6 +178,7 @@ WEIGHTED = {
     "novel_linear_t_640",
     "novel_gpt2_qkv",
     "novel_down_2048",
+    "struct_f16_proj",
 }
 
 
@@ -290,7 +331,12 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
         "(attention context, 8 heads of size 48): added on 2026-12-03 with the code fixed "
         "(a39d63a) before any of them was timed; `novel_scores_h256` (4 heads of size 256) "
         "and `novel_down_2048` (`?x2048 @ 2048x256`): added on 2026-12-05 the same way "
-        "(2d6bb2e). Projections with a constant weight; one "
+        "(2d6bb2e). Of another structure (added on 2026-12-05 the same way, 1a3c27c): "
+        "`struct_mn_256` (`?x256 @ 256x?`, M and N dynamic on their own, both operands "
+        "inputs), `struct_f16_proj` (`?x768 @ 768x768` in f16, f32 accumulation), "
+        "`struct_batch_rows` (`?x?x64 @ ?x64x64`, the batch dynamic too); every dynamic dim "
+        "in 1..128, the bench at the 40 values set on every dim. Projections with a "
+        "constant weight; one "
         "thread, side by side in "
         f"one process, interleaved per T, every output checked; {len(SHAPES)} T. A cell's "
         "ratio is dcmlir's time / the faster of IREE default and IREE data tiling at that T, "
