@@ -66,10 +66,11 @@ def tuned_module(name: str, text: str) -> Path:
     return constant
 
 
-def weight_as_constant(source: Path) -> str:
+def weight_as_constant(source: Path, dims: str = RANGE) -> str:
     """The projection in ``source`` with its weight a module constant, as a model has it
-    (:func:`dcmlir.bench.weights.with_constant_weight`, the fixed random weight)."""
-    _, (workload,), _ = load_workloads(source, [RANGE], sys.stderr)
+    (:func:`dcmlir.bench.weights.with_constant_weight`, the fixed random weight); ``dims``:
+    the range its dynamic dim is read with."""
+    _, (workload,), _ = load_workloads(source, [dims], sys.stderr)
     return with_constant_weight(
         source.read_text(), weight_array(workload), str(workload.operand_type(1))
     )

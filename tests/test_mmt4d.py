@@ -463,6 +463,32 @@ def test_with_a_constant_weight_only_pairs_timed_together_are_evidence_against_d
     assert search.again == {(5,)}
 
 
+@pytest.mark.parametrize(("mine", "kept"), [(6.0e-6, True), (7.0e-6, False)])
+def test_a_kernel_timed_clearly_faster_than_data_tiling_keeps_the_row_without_a_pair(
+    mine: float, kept: bool
+) -> None:
+    """A kernel timed at a row at 1 / CLEAR_WIN (1.5) or less of data tiling's fastest time
+    at a row of the same data-tiling tile count keeps the row without a side-by-side pair: on
+    a `?x768 @ 768x768` projection (T in 1..512, budget 60, a Zen 4) a 4-row mmt4d kernel
+    timed at T = 3 at 49 us, data tiling at 171 at T = 2 and 5 (one 16-row tile each), had
+    no pair near enough and T = 3 went to a 2-row kernel, two tiles, 61 us. Within 1.5x the
+    rule of pairs stands: data tiling's records of separate calls differed by 1.6x at one
+    tile count on an AVX2 Zen 3 (the test above)."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    search = ShapeGenericSearch(
+        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
+    )  # type: ignore[arg-type]
+    tiled, m4 = 2, 3
+    time_together(search, 2, {FAMILY[tiled].key(): 10.5e-6})  # alone: no pair with m4
+    time_together(search, 5, {FAMILY[tiled].key(): 10.0e-6})
+    time_together(search, 3, {FAMILY[m4].key(): mine})  # 0.6x and 0.7x data tiling's 10
+    assert search._against_iree_builds({m4: [2]})[0] == {m4: [2]}  # unpaired at T = 3
+    out = search._ruled_out([m4], dict.fromkeys(ROWS[2:3], 0))
+    assert out.get(m4, []) == ([] if kept else [2])
+    assert search.rows.clear_wins(m4, [2], None, ROWS, search._seconds) == []  # no floor
+
+
 @pytest.mark.parametrize("layouts", [2, 1])
 def test_a_family_that_loses_rows_to_the_evidence_keeps_the_rest_beside_data_tiling(
     layouts: int,

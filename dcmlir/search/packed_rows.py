@@ -28,10 +28,15 @@ from dcmlir.space import (
 )
 from dcmlir.workload import Workload
 
-__all__ = ["PackedRows", "Regime"]
+__all__ = ["CLEAR_WIN", "PackedRows", "Regime"]
 
 Regime = tuple[int, int]
 """The row-tile counts of a kernel and an IREE build at a shape."""
+
+CLEAR_WIN = 1.5
+"""A kernel timed at a shape at 1 / CLEAR_WIN or less of the time IREE's data tiling took at a
+shape of the same row-tile count (where data tiling's time is the same) keeps the shape
+without a side-by-side pair (:meth:`PackedRows.clear_wins`)."""
 
 
 class PackedRows:
@@ -68,6 +73,39 @@ class PackedRows:
         if mine is None or theirs is None:
             return None
         return tiles(shape[0], mine), tiles(shape[0], theirs)
+
+    def clear_wins(
+        self,
+        column: int,
+        rows: Sequence[int],
+        build: int | None,
+        shapes: Sequence[Shape],
+        seconds: Callable[[int, int], float | None],
+    ) -> list[int]:
+        """Of ``rows``, those where the kernel ``column`` was timed and took at most
+        1 / :data:`CLEAR_WIN` of the fastest time of ``build`` (one stepping on its row tiles,
+        data tiling; None: no rows) at a shape of the same tile count: a win no drift between
+        two calls explains, so no side-by-side pair is needed there. Without it, on a
+        `?x768 @ 768x768` projection with T in 1..512 (budget 60, a Zen 4), an mmt4d kernel
+        with 4-row tiles timed at T = 3 (49 us; data tiling 171 at T = 2 and 5, one 16-row
+        tile) had no pair near enough and gave T = 3 to a 2-row kernel (two tiles, 61 us)."""
+        if build is None:
+            return []
+        tile = self.tile(self.candidates[build])
+        if tile is None:
+            return []
+        counts = [tiles(shape[0], tile) for shape in shapes]
+        found = []
+        for row in rows:
+            theirs = [
+                value
+                for r, count in enumerate(counts)
+                if count == counts[row] and (value := seconds(build, r)) is not None
+            ]
+            mine = seconds(column, row)
+            if mine is not None and theirs and mine * CLEAR_WIN <= min(theirs):
+                found.append(row)
+        return found
 
     def regimes(
         self, shapes: Sequence[Shape], pairs: Pairs

@@ -252,13 +252,15 @@ class ShapeGenericSearch:
     def _ruled_out(self, kernels: list[int], choice: dict[Shape, int]) -> dict[int, list[int]]:
         """Each kernel's rows none of its measurements covers, no side-by-side pair with an
         IREE build covers, or where the pairs covering them show it slower
-        (:mod:`.baseline_evidence`), unless a kernel that holds the row is no faster there."""
+        (:mod:`.baseline_evidence`), unless a kernel holding it is no faster or it won clearly."""
         regions = self._regions(kernels, choice)
         out = self.remainders.unproven_rows(regions, self._measured_rows)
         rivals = [c for c in range(len(self.keys)) if c not in self.iree_builds]
+        floor = self._floor_build()  # data tiling: a clear win needs no pair (PackedRows)
         for lost in self._against_iree_builds(regions) if self.default is not None else ():
             for column, rows in unvouched(lost, self._seconds, rivals, self._holds).items():
-                out.setdefault(column, []).extend(rows)
+                won = self.rows.clear_wins(column, rows, floor, self.shapes, self._seconds)
+                out.setdefault(column, []).extend(r for r in rows if r not in won)
         return out
 
     def _holds(self, column: int, row: int) -> bool:
