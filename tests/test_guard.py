@@ -65,18 +65,29 @@ def test_a_patch_runs_the_build_in_the_cell_of_the_kernel_that_lost(tmp_path: Pa
     result = patched(found, (8, 12), 9, build, 1.5)
     assert result is not None
     index = [k.key() for k in result.kernels].index(build.key())
+    known = [k.key() for k in search.kernels]
     for shape in search.shapes:
         was = search.kernels[search.choice[shape]].key()
+        runs = found.plan.kernels[found.plan.tree.select(shape)].candidate.key()
         now = result.choice[shape]
-        if 8 <= shape[0] <= 12 and was == kernel.key():
+        if 8 <= shape[0] <= 12 and runs == kernel.key():  # what the plan runs there
             assert now == index
             # the tree keeps it: its estimate is the kernel's over the ratio
-            before = search.kernel_cost(shape, search.choice[shape])[0]
+            before = search.kernel_cost(shape, known.index(runs))[0]
             assert result.kernel_cost(shape, now)[0] == pytest.approx(before / 1.5)
         else:
             assert result.kernels[now].key() == was
     plan = workload_plan(result, None, "config")
     assert plan.kernels[plan.tree.select((9,))].candidate.key() == build.key()
+    # a tree of one leaf runs one kernel at every T, whatever the search picked there: the
+    # patch takes each T of the cell where that kernel runs (what the plan runs, not the picks)
+    flat = workload_plan(search, 0, "config")
+    (only,) = {flat.kernels[flat.tree.select(shape)].candidate.key() for shape in search.shapes}
+    other = next(b for b in (DataTiledCandidate(), DefaultCandidate()) if b.key() != only)
+    result = patched(WorkloadReport(found.workload, search, flat), (8, 12), 9, other, 1.5)
+    assert result is not None
+    cell = [shape for shape in search.shapes if 8 <= shape[0] <= 12]
+    assert {result.kernels[result.choice[shape]].key() for shape in cell} == {other.key()}
     # the build already running there: nothing to patch
     assert patched(WorkloadReport(found.workload, result, plan), (8, 12), 9, build, 1.5) is None
 

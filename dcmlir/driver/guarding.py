@@ -130,7 +130,10 @@ def patched(
     """``report``'s search with ``build`` chosen at the shapes of ``cell`` where the plan runs
     what it runs at ``point`` (every dim at it), its estimate there the kernel's over
     ``ratio`` (the tuned module's time over the build's, so that the tree keeps it); None
-    where the build is not among the search's candidates or already runs there."""
+    where the build is not among the search's candidates or already runs there. By what the
+    plan runs, not the search's picks: where the tree ran a neighbour's kernel at ``point``
+    (within its 1%), a patch keyed on the picks missed ``point`` itself (tests/test_guard.py
+    failed so once in CI)."""
     search = report.search
     keys = [c.key() for c in search.candidates]
     if build.key() not in keys:
@@ -141,6 +144,8 @@ def patched(
         return None
     kernels = list(search.kernels)
     known = [k.key() for k in kernels]
+    if ran_key not in known:
+        return None
     index = known.index(build.key()) if build.key() in known else len(kernels)
     kernels += [build] if index == len(kernels) else []
     column = keys.index(build.key())
@@ -150,9 +155,10 @@ def patched(
     for row, shape in enumerate(search.shapes):
         if not all(low <= d <= high for d in shape):
             continue
-        if search.kernels[choice[shape]].key() != ran_key:
+        # what the plan runs there, not the search's pick: the tree may run a neighbour's
+        if report.plan.kernels[report.plan.tree.select(shape)].candidate.key() != ran_key:
             continue
-        before, _ = search.kernel_cost(shape, choice[shape])
+        before, _ = search.kernel_cost(shape, known.index(ran_key))
         choice[shape] = index
         estimate[row, column] = before / ratio
         measured.pop((build.key(), shape), None)  # the estimate holds the guard's evidence
