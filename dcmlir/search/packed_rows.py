@@ -95,17 +95,16 @@ class PackedRows:
         if tile is None:
             return []
         counts = [tiles(shape[0], tile) for shape in shapes]
-        found = []
-        for row in rows:
-            theirs = [
-                value
-                for r, count in enumerate(counts)
-                if count == counts[row] and (value := seconds(build, r)) is not None
-            ]
-            mine = seconds(column, row)
-            if mine is not None and theirs and mine * CLEAR_WIN <= min(theirs):
-                found.append(row)
-        return found
+        fastest: dict[int, float] = {}  # the build's fastest record per tile count
+        for row, count in enumerate(counts):
+            if (value := seconds(build, row)) is not None:
+                fastest[count] = min(value, fastest.get(count, math.inf))
+        return [
+            row
+            for row in rows
+            if (mine := seconds(column, row)) is not None
+            and mine * CLEAR_WIN <= fastest.get(counts[row], 0.0)
+        ]
 
     def regimes(
         self, shapes: Sequence[Shape], pairs: Pairs
