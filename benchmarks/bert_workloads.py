@@ -14,8 +14,9 @@ DENSE = {
 }
 
 
-def dense_module(k: int, n: int) -> str:
-    return _projection(k, n, f"{k}x{n}", "linalg.matmul")
+def dense_module(k: int, n: int, inputs: str = "f32") -> str:
+    """``?xk @ kxn``, the operands of element type ``inputs``, the result f32."""
+    return _projection(k, n, f"{k}x{n}", "linalg.matmul", inputs)
 
 
 def transposed_module(k: int, n: int) -> str:
@@ -27,16 +28,17 @@ def transposed_module(k: int, n: int) -> str:
     return _projection(k, n, f"{n}x{k}", f"linalg.matmul indexing_maps = [{maps}]\n     ")
 
 
-def _projection(k: int, n: int, weight: str, matmul: str) -> str:
+def _projection(k: int, n: int, weight: str, matmul: str, inputs: str = "f32") -> str:
     """``?xk`` activations times a ``weight``-shaped weight by ``matmul`` (the op's name and
-    its indexing maps, where not the plain ones)."""
-    return f"""func.func @main(%x: tensor<?x{k}xf32>, %w: tensor<{weight}xf32>) -> tensor<?x{n}xf32> {{
+    its indexing maps, where not the plain ones), both of element type ``inputs``, into f32."""
+    x, w = f"tensor<?x{k}x{inputs}>", f"tensor<{weight}x{inputs}>"
+    return f"""func.func @main(%x: {x}, %w: {w}) -> tensor<?x{n}xf32> {{
   %c0 = arith.constant 0 : index
-  %t = tensor.dim %x, %c0 : tensor<?x{k}xf32>
+  %t = tensor.dim %x, %c0 : {x}
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty(%t) : tensor<?x{n}xf32>
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
-  %r = {matmul} ins(%x, %w : tensor<?x{k}xf32>, tensor<{weight}xf32>) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
+  %r = {matmul} ins(%x, %w : {x}, {w}) outs(%init : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>
   return %r : tensor<?x{n}xf32>
 }}
 """

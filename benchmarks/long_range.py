@@ -15,7 +15,6 @@ number, plot); the table is printed too.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from bert_workloads import dense_module
@@ -62,17 +61,6 @@ def main() -> None:
     result.info["budget"] = args.budget
     write_outputs(result, out)
     print((out / f"{NAME}.md").read_text())
-    for baseline in BASELINES[2:]:
-        logs = [
-            math.log(mine.median_us / theirs.median_us)
-            for shape in result.shapes
-            if (mine := result.cell(shape, "dcmlir")) is not None
-            and (theirs := result.cell(shape, baseline)) is not None
-            and theirs.median_us > 0
-        ]
-        if logs:
-            ratio = math.exp(sum(logs) / len(logs))
-            print(f"dcmlir's time over {baseline}'s, geomean: {ratio:.2f}")
 
 
 if __name__ == "__main__":

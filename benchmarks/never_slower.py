@@ -144,16 +144,7 @@ STRUCTURE = {
   return %r : tensor<?x?xf32>
 }
 """,  # M and N dynamic on their own (both operands activations), tuned over the T x T' grid
-    "struct_f16_proj": """func.func @main(%x: tensor<?x768xf16>, %w: tensor<768x768xf16>) -> tensor<?x768xf32> {
-  %c0 = arith.constant 0 : index
-  %t = tensor.dim %x, %c0 : tensor<?x768xf16>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<?x768xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x768xf32>) -> tensor<?x768xf32>
-  %r = linalg.matmul ins(%x, %w : tensor<?x768xf16>, tensor<768x768xf16>) outs(%init : tensor<?x768xf32>) -> tensor<?x768xf32>
-  return %r : tensor<?x768xf32>
-}
-""",  # f16 operands, f32 accumulation, a constant weight
+    "struct_f16_proj": dense_module(768, 768, "f16"),  # f32 accumulation, a constant weight
     "struct_batch_rows": """func.func @main(%a: tensor<?x?x64xf32>, %b: tensor<?x64x64xf32>) -> tensor<?x?x64xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
