@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from test_runner import FAST, dense_workload, problem
 from dcmlir.build.compiler import build
 from dcmlir.codegen.kernel import KernelVariant, kernel_module_text
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
-from dcmlir.measure.supervised import cpu_seconds, wait_quiet
+from dcmlir.measure.supervised import QUIET_PATIENCE, cpu_seconds, runnable, wait_quiet
 from dcmlir.measure.variants import HostLibrary, ModuleFunction
 from dcmlir.workload import Workload
 
@@ -136,6 +137,42 @@ def test_waiting_for_quiet_outlasts_a_spinning_process() -> None:
         assert waited >= 0.1, waited  # not quiet at once: it spins for 0.6 s from its start
         time.sleep(0.05)
         assert (cpu_seconds([process.pid]) or 0.0) - spent < 0.02  # and it is quiet now
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _spinner(nice: int) -> subprocess.Popen[bytes]:
+    """A process spinning forever on core 0 at ``nice``."""
+
+    def pin() -> None:
+        os.sched_setaffinity(0, {0})
+        os.nice(nice)
+
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+
+
+def test_a_starved_spinning_process_is_not_quiet() -> None:
+    """Beside a spinner at full priority on its core, a niced spinner gets a few percent of
+    the core: under the CPU share that counts as quiet, yet it still computes whenever it
+    gets the core. Waiting for quiet must not end on it (it did before the runnable check)."""
+    starved, competitor = _spinner(19), _spinner(0)
+    try:
+        time.sleep(0.2)
+        assert runnable([starved.pid])
+        assert wait_quiet([starved.pid]) >= QUIET_PATIENCE
+    finally:
+        for process in (starved, competitor):
+            process.kill()
+            process.wait()
+
+
+def test_a_sleeping_process_is_not_runnable() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        assert not runnable([process.pid])
+        assert wait_quiet([process.pid]) < QUIET_PATIENCE
     finally:
         process.kill()
         process.wait()

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -130,6 +131,32 @@ def cpu_seconds(pids: Iterable[int]) -> float | None:
     return total
 
 
+def runnable(pids: Iterable[int]) -> bool:
+    """Whether a thread of ``pids`` (not the calling one) is running or waiting for a core.
+
+    A spinning thread that the scheduler starves takes little CPU over a window yet
+    is still runnable (state ``R`` in ``/proc``); CPU time alone would call it quiet
+    on a loaded machine. False where ``/proc`` is missing.
+    """
+    me = threading.get_native_id()
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone, or no /proc
+        for task in tasks:
+            if int(task) == me:
+                continue
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                    state = stat.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # the thread ended
+            if state == "R":
+                return True
+    return False
+
+
 def bystanders(pids: Iterable[int]) -> list[int]:
     """The processes to watch while one is timed: ``pids`` and this one."""
     return [*pids, os.getpid()]
@@ -137,8 +164,8 @@ def bystanders(pids: Iterable[int]) -> list[int]:
 
 def wait_quiet(pids: Iterable[int]) -> float:
     """Wait until ``pids`` (and this process's other threads) take under
-    :data:`QUIET_SHARE` of a core over a window; the seconds waited (at most
-    :data:`QUIET_PATIENCE`)."""
+    :data:`QUIET_SHARE` of a core over a window and none of their threads is
+    runnable; the seconds waited (at most :data:`QUIET_PATIENCE`)."""
     watched = bystanders(pids)
     start = last = time.perf_counter()
     before = cpu_seconds(watched)
@@ -147,6 +174,8 @@ def wait_quiet(pids: Iterable[int]) -> float:
     while True:
         time.sleep(QUIET_WINDOW)
         now, clock = cpu_seconds(watched) or 0.0, time.perf_counter()
-        if now - before < QUIET_SHARE * (clock - last) or clock - start >= QUIET_PATIENCE:
+        if clock - start >= QUIET_PATIENCE:
+            return clock - start
+        if now - before < QUIET_SHARE * (clock - last) and not runnable(watched):
             return clock - start
         before, last = now, clock
