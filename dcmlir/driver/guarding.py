@@ -47,6 +47,7 @@ from dcmlir.driver.outcome import WorkloadReport
 from dcmlir.driver.placing import timed_range, untimed_reason
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import RuntimeFailure
+from dcmlir.progress import Progress
 from dcmlir.search.outcome import SearchResult
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget
@@ -193,13 +194,18 @@ def guard_plan(
     try:
         _, text = read_source(input)
         timing = _Timing(input, text, plan, points, settings)
+        print(
+            f"dcmlir: guard: compiling the tuned module and IREE's builds of "
+            f"{Path(str(input)).name}, to time them side by side at {len(points)} T",
+            file=stream,
+        )
         builds: dict[str, Plan | tuple[str, ...]] = {TUNED: plan, DEFAULT: ()}
         if timing.compiles(DATA_TILING_FLAGS, stream):
             builds[TILED] = DATA_TILING_FLAGS
-        times, wrong = timing.run(builds)
+        times, wrong = timing.run(builds, stream=stream)
         losses = _losses(times, wrong, settings.margin)
         if losses:
-            again, wrong_again = timing.run(builds, sorted(losses))
+            again, wrong_again = timing.run(builds, sorted(losses), stream=stream)
             losses = {
                 t: won
                 for t, won in _losses(again, wrong_again, settings.margin).items()
@@ -223,7 +229,7 @@ def guard_plan(
         found = kept_at(losses)
         if losses:  # timed again: a patch that made its point no faster (or wrong) is undone
             builds[TUNED] = make_plan(found)
-            after, wrong_after = timing.run(builds, sorted(losses))
+            after, wrong_after = timing.run(builds, sorted(losses), stream=stream)
             helped = [
                 t
                 for t in losses
@@ -307,17 +313,23 @@ class _Timing:
         return True
 
     def run(
-        self, plans: Mapping[str, Plan | tuple[str, ...]], points: Sequence[int] | None = None
+        self,
+        plans: Mapping[str, Plan | tuple[str, ...]],
+        points: Sequence[int] | None = None,
+        *,
+        stream: IO[str],
     ) -> tuple[dict[str, dict[int, float]], dict[int, list[str]]]:
         """(build -> point -> seconds, point -> the builds whose outputs differ from the
         default's); a build given by flags is IREE's own build of the input with them
-        (:func:`compile_default`), a plan is compiled as ``dcmlir compile`` does."""
+        (:func:`compile_default`), a plan is compiled as ``dcmlir compile`` does. A
+        progress bar on ``stream``: a whole model's 96 points take minutes."""
         vmfbs = {name: self._built(plan) for name, plan in plans.items()}
         functions = loaded_functions(vmfbs, self.entry, self.driver, self.parameters)
         inputs = random_inputs(functions[TUNED], points or self.points)
         wrong = {p: outputs_agree(functions, arrays, DEFAULT) for p, arrays in inputs.items()}
         rounds, batch = self.settings.rounds, self.settings.batch_seconds
-        return timed_side_by_side(functions, inputs, rounds, batch), wrong
+        bar = Progress(len(inputs), f"guard: {', '.join(plans)}", stream)
+        return timed_side_by_side(functions, inputs, rounds, batch, lambda _: bar.advance()), wrong
 
 
 def _print_table(

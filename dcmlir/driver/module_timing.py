@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -110,9 +110,11 @@ def timed_side_by_side(
     inputs: Mapping[int, list[np.ndarray]],
     rounds: int,
     batch_seconds: float,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[Key, dict[int, float]]:
     """Build -> point -> seconds a call (median over ``rounds``); each round times every
-    build's calls after one untimed call, the builds interleaved."""
+    build's calls after one untimed call, the builds interleaved. ``progress``: called
+    with each point once it is timed."""
     found: dict[Key, dict[int, float]] = {key: {} for key in functions}
     for point, arrays in inputs.items():
         args = {key: f.prepare(arrays) for key, f in functions.items()}
@@ -131,4 +133,6 @@ def timed_side_by_side(
                 samples[key].append((time.perf_counter() - start) / calls)
         for key, values in samples.items():
             found[key][point] = statistics.median(values)
+        if progress is not None:
+            progress(point)
     return found
