@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from dcmlir.bench.model_compare import run_model
+from dcmlir.bench.model_peers import NUMPY, TORCH
+from dcmlir.bench.numpy_models import NumpyEncoder
 from dcmlir.build.compiler import build
 from dcmlir.ir.iree import ParameterFile, run_compile
 from dcmlir.ir.mlir import ir, parse_module
-from dcmlir.measure.timing import MeasureSettings, MismatchError
+from dcmlir.measure.timing import MeasureSettings, MismatchError, relative_error
 from dcmlir.models import (
     BERT_BASE,
     EncoderConfig,
@@ -215,6 +217,7 @@ def test_run_model_times_in_the_worker_and_keeps_a_wrong_build_as_a_failure() ->
         settings=settings,
         progress=seen.append,
         config=config,
+        peers=(),  # the builds alone: no torch eager without a torch reference or the peer
     )
     assert seen == [3, 1] and run.reference == "numpy (float64)" and not run.has_torch
     assert [row.seq_len for row in run.rows] == [3, 1]
@@ -225,6 +228,29 @@ def test_run_model_times_in_the_worker_and_keeps_a_wrong_build_as_a_failure() ->
         assert math.isnan(row.speedup)  # default time over a failed build's: no ratio
     assert len(run.failures) == 2 and run.failures[0].startswith("T=3: dcmlir: check:")
     assert any("failed" in line for line in run.table())
+
+
+def test_numpy_and_torch_time_a_generated_encoder_beside_iree() -> None:
+    """The numpy peer is the encoder's float32 forward (the reference's formula on float32
+    weights), torch eager the same model in torch; each is checked like the builds."""
+    config = EncoderConfig(hidden=32, heads=2, ffn=64, layers=1, seq=(1, 16))
+    encoder = NumpyEncoder(config, 1)
+    x = random_input(config, 7)
+    (out,) = encoder.to_host(encoder.invoke(encoder.prepare([x])))
+    expected = encoder_reference(config, make_weights(config), x)
+    assert out.dtype == np.float32 and relative_error(out, expected) < 1e-5
+    model = generate_encoder(config, weights="inline")
+    vmfb = build(model.text, "llvm-cpu").vmfb
+    settings = MeasureSettings(min_time=0.002, rounds=2, input_sets=2, warmup=0.002)
+    run = run_model(
+        model.text, vmfb, vmfb, [5, 16], reference="numpy", settings=settings, peers=(NUMPY, TORCH)
+    )
+    assert run.columns == ["IREE default", "dcmlir", NUMPY, TORCH] and not run.unavailable
+    for row in run.rows:
+        for name in (NUMPY, TORCH):
+            timing = row.comparison[name]
+            assert timing.ok and timing.max_error is not None and timing.max_error <= 1e-4, name
+    assert not run.failures and not run.peer_failures
 
 
 def test_global_optimization_round_trip(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from dcmlir.bench.model_peers import (
     DATA_TILING,
+    NUMPY,
     ONNX,
     TORCH,
     TokenProblem,
@@ -106,8 +107,8 @@ def test_gpt2_imports_with_token_ids_and_matches_torch(gpt2_file: Path) -> None:
 
 
 def test_run_model_feeds_token_ids_and_checks_every_peer(gpt2_file: Path) -> None:
-    """Both IREE builds, onnxruntime and torch eager checked against torch float64 on int64
-    ids; a build of other weights fails its check (the ids reach a real comparison)."""
+    """Both IREE builds, onnxruntime, numpy and torch eager checked against torch float64 on
+    int64 ids; a build of other weights fails its check (the ids reach a real comparison)."""
     from dcmlir.bench.model_compare import run_model
     from dcmlir.build.compiler import build
     from dcmlir.ir.iree import ParameterFile
@@ -122,7 +123,7 @@ def test_run_model_feeds_token_ids_and_checks_every_peer(gpt2_file: Path) -> Non
     settings = MeasureSettings(min_time=0.002, rounds=2, input_sets=2, warmup=0.002)
     run = run_model(text, default, default, [8, 1], parameters=params, settings=settings)
     assert run.reference == "torch (float64)" and not run.unavailable
-    assert run.columns == ["IREE default", DATA_TILING, "dcmlir", ONNX, TORCH]
+    assert run.columns == ["IREE default", DATA_TILING, "dcmlir", ONNX, NUMPY, TORCH]
     for row in run.rows:
         for name, timing in row.comparison.timings.items():
             assert timing.ok and timing.max_error is not None and timing.max_error <= 1e-4, name
@@ -160,7 +161,7 @@ def test_run_model_command_on_gpt2_with_peers(
     assert "building the module with IREE data tiling" in captured.err
     assert "IREE data tiling (ms)" in captured.out and "onnxruntime (ms)" in captured.out
     result = json.loads(out_json.read_text())
-    assert result["columns"] == ["IREE default", DATA_TILING, "dcmlir", ONNX, TORCH]
+    assert result["columns"] == ["IREE default", DATA_TILING, "dcmlir", ONNX, NUMPY, TORCH]
     for row in result["rows"]:
         assert set(row["ms"]) == set(result["columns"]) and not row["errors"]
         assert row["max_rel_error"] <= 1e-4
@@ -189,6 +190,8 @@ def test_a_module_without_a_torch_model_has_no_onnx_column(tmp_path: Path) -> No
     run = run_model(text, vmfb, vmfb, [3], settings=settings)
     assert run.reference == "IREE's default build"
     assert run.unavailable[ONNX].startswith("no torch model to export")
+    assert run.unavailable[NUMPY].startswith("no numpy model of this module")
+    assert run.unavailable[TORCH].startswith("no torch model of this module")
     assert DATA_TILING in run.rows[0].comparison.timings and not run.failures
     assert any(line.startswith("onnxruntime: not timed: no torch model") for line in run.table())
 
@@ -238,7 +241,7 @@ def test_run_model_on_local_task_times_every_peer_in_its_own_process(gpt2_file: 
         threads=2,
     )
     assert (run.device, run.threads) == ("local-task", 2)
-    assert run.columns == ["IREE default", DATA_TILING, "dcmlir", ONNX, TORCH]
+    assert run.columns == ["IREE default", DATA_TILING, "dcmlir", ONNX, NUMPY, TORCH]
     for name, timing in run.rows[0].comparison.timings.items():
         assert timing.ok and timing.max_error is not None and timing.max_error <= 1e-4, name
         assert timing.interference < 0.5, (name, timing.interference)

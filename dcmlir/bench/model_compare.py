@@ -3,7 +3,7 @@
 What ``dcmlir run-model``, the README demo and the model benchmark share. The
 tuned build (``dcmlir.compile`` with a plan), IREE's default build of the same
 module and the peers of :mod:`dcmlir.bench.model_peers` (IREE with data tiling,
-ONNX Runtime, torch eager) are timed by the :class:`~dcmlir.measure.runner.Runner`,
+ONNX Runtime, torch eager) and :mod:`dcmlir.bench.numpy_models` (numpy) are timed by the :class:`~dcmlir.measure.runner.Runner`,
 the one timing path: one supervised worker process on one device; at each ``T``
 every output is checked against a reference and the variants are timed side by
 side, interleaved in rounds (docs/design.md, section 4), largest ``T`` first as a
@@ -23,7 +23,7 @@ import importlib.util
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +43,13 @@ from dcmlir.bench.model_inputs import (
 )
 from dcmlir.bench.model_peers import (
     DATA_TILING,
+    NUMPY,
     ONNX,
     PEERS,
     TORCH,
     encoder_config,
 )
+from dcmlir.bench.numpy_models import numpy_variant
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function, parameter_scopes
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeResult
@@ -69,7 +71,7 @@ TIMEOUT = 300.0
 """Seconds one worker request may take (loading a model, checking it on every input set)."""
 
 DEFAULT, TUNED = "IREE default", "dcmlir"
-COLUMNS = (DEFAULT, DATA_TILING, TUNED, ONNX, TORCH)
+COLUMNS = (DEFAULT, DATA_TILING, TUNED, ONNX, NUMPY, TORCH)
 """Every column a run may have, in the order tables show them."""
 IREE_BUILDS = (DEFAULT, DATA_TILING)
 """The IREE builds a user would pick from: ratios are against the faster of the two."""
@@ -103,11 +105,17 @@ def parameters_for(
 
 @dataclass
 class Reference:
-    """What outputs are checked against, and a torch variant to time when there is one."""
+    """What outputs are checked against, and a torch variant to time when there is one.
+
+    ``peers``: the caller's own peer columns by name (a variant, or one line saying why
+    there is none), in place of what :func:`run_model` would make (a single op's library
+    call, say, where run_model knows only whole models).
+    """
 
     name: str
     fn: Callable[[Inputs], Sequence[np.ndarray]]
     torch_variant: HostModel | None = None
+    peers: Mapping[str, Variant | str] = field(default_factory=dict)
 
 
 def torch_source(text: str, config: EncoderConfig | None = None) -> TorchSource | None:
@@ -361,6 +369,46 @@ def _ratio(value: float, unit: str) -> str:
     return f"{value:.2f}{unit}" if math.isfinite(value) else "-"
 
 
+def _peer_variants(
+    text: str,
+    arguments: Sequence[Any],
+    seq_lens: Sequence[Point],
+    peers: Sequence[str],
+    chosen: Reference,
+    config: EncoderConfig | None,
+    source: TorchSource | None,
+    threads: int,
+    scratch: Path,
+    say: Callable[[str], None],
+    notes: dict[str, str],
+) -> dict[str, Variant | str]:
+    """The library peers of ``peers`` (not IREE's builds): a variant, or why there is none.
+
+    The reference's own peers first; onnxruntime on an ONNX-imported module's file, else
+    the torch model's export (how, in ``notes``); numpy for a generated encoder or GPT-2; torch
+    eager, which a torch reference brings whether asked for or not.
+    """
+    made: dict[str, Variant | str] = {p: v for p, v in chosen.peers.items() if p in peers}
+    if ONNX in peers and ONNX not in made and any(not isinstance(t, int) for t in seq_lens):
+        made[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
+    elif ONNX in peers and ONNX not in made:
+        onnx = model_peers.onnx_file_variant(text, threads)
+        if onnx is None:
+            say("exporting the torch model to ONNX")
+            example = example_inputs(arguments, source.seq if source else (1, 1))
+            onnx = model_peers.onnx_variant(source, example, threads, scratch)
+        made[ONNX] = onnx if isinstance(onnx, str) else onnx[0]
+        if not isinstance(onnx, str) and onnx[1]:
+            notes[ONNX] = onnx[1]
+    if NUMPY in peers and NUMPY not in made:
+        made[NUMPY] = numpy_variant(config, source, threads)
+    if chosen.torch_variant is not None:
+        made[TORCH] = chosen.torch_variant
+    elif TORCH in peers and TORCH not in made:
+        made[TORCH] = model_peers.torch_eager_variant(source, threads)
+    return made
+
+
 def run_model(
     text: str,
     tuned_vmfb: bytes,
@@ -390,7 +438,8 @@ def run_model(
     has it; ``source``: the module's torch
     model (see :func:`reference_for`). ``peers``: of :data:`PEERS` (IREE data tiling,
     built for ``target``; onnxruntime, on an ONNX-imported module's own file, else
-    exported from the torch model); one that
+    exported from the torch model; numpy, a generated encoder's or GPT-2's float32 forward; torch
+    eager, which a torch reference brings anyway); one that
     cannot run is a column with its reason (:attr:`ModelRun.unavailable`). ``log``:
     one line per step (building, exporting).
     """
@@ -405,6 +454,7 @@ def run_model(
         raise ModelRunError("the tuned and default builds have different signatures")
     check_points(arguments, seq_lens)
     thread_count = device_threads(device, threads)
+    config = config if config is not None else encoder_config(text)
     if source is None:  # read from the module: its ONNX export, maybe its reference
         source = torch_source(text, config)
     chosen = reference_for(reference, text, default, thread_count, config, source)
@@ -429,21 +479,25 @@ def run_model(
             path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
             path.write_bytes(vmfb)
             variants.append(ModuleFunction(name, str(path), function, parameters))
-        if ONNX in peers and any(not isinstance(t, int) for t in seq_lens):
-            unavailable[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
-        elif ONNX in peers:  # an ONNX-imported module's own file, else the torch model's export
-            onnx = model_peers.onnx_file_variant(text, thread_count)
-            if onnx is None:
-                say("exporting the torch model to ONNX")
-                example = example_inputs(arguments, source.seq if source else (1, 1))
-                onnx = model_peers.onnx_variant(source, example, thread_count, Path(scratch))
-            if isinstance(onnx, str):
-                unavailable[ONNX] = onnx
-            else:
-                variants.append(onnx[0])
-                notes.update({ONNX: onnx[1]} if onnx[1] else {})
-        if chosen.torch_variant is not None:
-            variants.append(chosen.torch_variant)
+        made = _peer_variants(
+            text,
+            arguments,
+            seq_lens,
+            peers,
+            chosen,
+            config,
+            source,
+            thread_count,
+            Path(scratch),
+            say,
+            notes,
+        )
+        for peer in COLUMNS:  # in the tables' order
+            variant = made.get(peer)
+            if isinstance(variant, str):
+                unavailable[peer] = variant
+            elif variant is not None:
+                variants.append(variant)
         runner_settings = RunnerSettings(settings, driver=device, timeout=timeout, threads=threads)
         with threadpool_limits(limits=thread_count), Runner(runner_settings) as runner:
             results = runner.measure_shapes(variants, problems, progress=progress)

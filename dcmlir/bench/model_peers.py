@@ -7,6 +7,8 @@
 - ``onnxruntime``: the module's torch model exported by ``torch.onnx.export(...,
   dynamo=True)`` with ``T`` symbolic (:func:`export_onnx`, in this process), run by
   an ``InferenceSession`` built in the measuring worker (:class:`OnnxModel`);
+- ``numpy``: the model's forward pass in float32 numpy, for a generated encoder and
+  GPT-2 (:mod:`dcmlir.bench.numpy_models`);
 - ``torch eager``: the torch model itself, float32 (:class:`TorchEager`).
 
 The torch model comes from a :class:`~dcmlir.models.hf_models.TorchSource`: the
@@ -33,12 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from dcmlir.bench.numpy_models import NUMPY
 from dcmlir.bench.peers import DATA_TILING_FLAGS
 from dcmlir.build.compiler import BuildError, build
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.runner import ShapeProblem
 from dcmlir.measure.timing import Inputs, random_inputs
-from dcmlir.measure.variants import HostModel
+from dcmlir.measure.variants import HostLibrary, HostModel
 from dcmlir.models import EncoderConfig, make_weights
 from dcmlir.models.hf_models import TorchSource
 from dcmlir.models.onnx_source import onnx_source_from_text
@@ -46,12 +49,14 @@ from dcmlir.target import CpuTarget, Target
 
 __all__ = [
     "DATA_TILING",
+    "NUMPY",
     "ONNX",
     "PEERS",
     "TORCH",
     "OnnxModel",
     "TokenProblem",
     "TorchEager",
+    "contraction_peers",
     "data_tiling_build",
     "embedding_rows",
     "encoder_config",
@@ -61,13 +66,14 @@ __all__ = [
     "onnx_file_reference",
     "onnx_file_variant",
     "onnx_variant",
+    "torch_eager_variant",
     "torch_reference",
 ]
 
 DATA_TILING, ONNX, TORCH = "IREE data tiling", "onnxruntime", "torch eager"
-PEERS = (DATA_TILING, ONNX)
-"""The peers :func:`~dcmlir.bench.model_compare.run_model` adds by default (torch eager
-comes with a torch reference)."""
+PEERS = (DATA_TILING, ONNX, NUMPY, TORCH)
+"""The peers :func:`~dcmlir.bench.model_compare.run_model` adds by default (a torch
+reference brings torch eager with it, asked for or not)."""
 
 _FLOAT_TABLE = re.compile(r"tensor\.extract %[\w.#$-]+\[[^\]]*\] : tensor<(\d+)x\d+x(?:bf|f)\d+>")
 _INTEGER = re.compile(r"^[iu]i?\d+$")
@@ -169,7 +175,7 @@ def encoder_module(config: EncoderConfig) -> Any:
 def encoder_source(config: EncoderConfig) -> TorchSource:
     """The :class:`TorchSource` of a generated encoder: ``[T, hidden]`` floats, ``T`` on axis 0."""
     build = functools.partial(encoder_module, config)
-    return TorchSource(config.describe(), build, (0,), config.seq)
+    return TorchSource(config.describe(), build, (0,), config.seq, family="encoder")
 
 
 def _tensors(torch: Any, inputs: Inputs, floats: Any) -> list[Any]:
@@ -222,6 +228,34 @@ class TorchEager:
 
     def to_host(self, result: Any) -> list[np.ndarray]:
         return _outputs(result)
+
+
+_EXTRAS = {"onnxruntime": "bench", "torch": "torch"}
+
+
+def contraction_peers(einsum: str) -> dict[str, HostLibrary | str]:
+    """The library peers of a module that is one contraction: onnxruntime, numpy and torch
+    computing ``einsum`` (:class:`~dcmlir.measure.variants.HostLibrary`); a library that is
+    not installed is one line saying so."""
+    peers: dict[str, HostLibrary | str] = {}
+    for column, library in ((ONNX, "onnxruntime"), (NUMPY, "numpy"), (TORCH, "torch")):
+        if importlib.util.find_spec(library) is not None:
+            peers[column] = HostLibrary(column, library, einsum)
+            continue
+        extra = _EXTRAS[library]
+        peers[column] = (
+            f"{library} is not installed (the {extra} extra: pip install -e '.[{extra}]')"
+        )
+    return peers
+
+
+def torch_eager_variant(source: TorchSource | None, threads: int) -> HostModel | str:
+    """The torch eager peer of ``source``'s model, else one line saying why there is none."""
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed (the torch extra: pip install -e '.[torch]')"
+    if source is None:
+        return "no torch model of this module (a generated encoder or a saved model has one)"
+    return HostModel(TORCH, functools.partial(TorchEager, source.build, threads))
 
 
 # --- ONNX Runtime --------------------------------------------------------------------------

@@ -43,13 +43,18 @@ def _layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
 
 
 def encoder_reference(
-    config: EncoderConfig, weights: Mapping[str, np.ndarray], x: np.ndarray
+    config: EncoderConfig,
+    weights: Mapping[str, np.ndarray],
+    x: np.ndarray,
+    dtype: type[np.floating] = np.float64,
 ) -> np.ndarray:
-    """The encoder in float64 numpy: the yardstick every compiled variant is checked against."""
+    """The encoder in numpy: in float64 the yardstick every compiled variant is checked
+    against; in float32 the numpy peer a model is timed beside (weights already of
+    ``dtype`` are used as they are)."""
     if x.ndim != 2 or x.shape[1] != config.hidden:
         raise ValueError(f"input shape {x.shape} is not [T, {config.hidden}]")
-    w = {name: np.asarray(value, dtype=np.float64) for name, value in weights.items()}
-    h = np.asarray(x, dtype=np.float64)
+    w = {name: np.asarray(value, dtype=dtype) for name, value in weights.items()}
+    h = np.asarray(x, dtype=dtype)
     seq_len, heads, head_dim = h.shape[0], config.heads, config.head_dim
     for layer in range(config.layers):
         p = f"layer{layer}."

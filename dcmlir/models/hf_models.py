@@ -203,7 +203,8 @@ class TorchSource:
     ``build`` must pickle (a module-level function or a ``functools.partial`` of one)
     so the measuring worker rebuilds the model itself. ``seq_axes[i]``: the axis of
     input ``i`` that is ``T``, whose range is ``seq``; ``vocab``: integer inputs are
-    token ids in [0, vocab).
+    token ids in [0, vocab); ``family``: ``gpt2``, ``bert``, ``llama`` or ``encoder``
+    (generated), for the peers that need to know the architecture (numpy).
     """
 
     name: str
@@ -211,6 +212,7 @@ class TorchSource:
     seq_axes: tuple[int, ...]
     seq: tuple[int, int]
     vocab: int | None = None
+    family: str = ""
 
 
 @dataclass
@@ -455,7 +457,7 @@ def llama_module(size: Mapping[str, int], seed: int = 0) -> nn.Module:
 def gpt2_source(config: Gpt2Config) -> TorchSource:
     """The :class:`TorchSource` of ``config``'s GPT-2 (token ids, ``T`` on axis 1)."""
     build = functools.partial(gpt2_module, config)
-    return TorchSource(config.describe(), build, (1,), config.seq, config.vocab)
+    return TorchSource(config.describe(), build, (1,), config.seq, config.vocab, "gpt2")
 
 
 def model_header(config: Gpt2Config) -> str:
@@ -497,4 +499,4 @@ def _family_source(family: str, fields: str) -> TorchSource:
     kind = "BERT" if family == "bert" else "Llama"
     name = f"{size['layers']}-layer {kind}, hidden {size['hidden']}, {words}T in {lo}..{hi}"
     build = functools.partial(family_module, family, size, (lo, hi), seed)
-    return TorchSource(name, build, (1,), (lo, hi), size.get("vocab"))
+    return TorchSource(name, build, (1,), (lo, hi), size.get("vocab"), family)
