@@ -18,6 +18,7 @@ from typing import IO
 import numpy as np
 
 from dcmlir.bench.model_compare import ModelRunError, Reference, run_model
+from dcmlir.bench.model_peers import contraction_peers
 from dcmlir.driver import TuneError, compile, compile_default, tune
 from dcmlir.ir.iree import ParameterFile
 from dcmlir.measure.timing import MeasureSettings
@@ -143,7 +144,7 @@ def dense_layer() -> DemoModel:
         dims=(f"{lo}:{hi}",),
         timed=f"x[T,{DENSE_HIDDEN}] @ w[{DENSE_HIDDEN},{DENSE_HIDDEN}]",
         checked="{}",
-        formula=Reference("numpy (float64)", dense_reference),
+        formula=Reference("numpy (float64)", dense_reference, peers=contraction_peers("mk,kn->mn")),
     )
 
 

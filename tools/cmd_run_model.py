@@ -45,8 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "or take the .onnx file of a module dcmlir import-onnx wrote; "
         "then at each sequence length check every output against a reference (max abs error <= "
         "1e-4 of the output's scale) and time them side by side, interleaved in rounds (largest "
-        "T first, as a warm-up): IREE default, IREE data tiling, dcmlir, onnxruntime and, with "
-        "the torch reference, torch eager, every library with the device's thread count. "
+        "T first, as a warm-up): IREE default, IREE data tiling, dcmlir, onnxruntime, numpy (a "
+        "generated encoder's float32 forward) and torch eager, every library with the device's "
+        "thread count. "
         "Integer inputs are token ids in [0, vocab). A peer that cannot run is a column with its "
         "reason; a peer that fails a check is reported, and only IREE default's or dcmlir's "
         "failures make the exit status 1.",
@@ -105,7 +106,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.set_defaults(run=run_model_command)
 
 
-_PEER_NAMES = {"data-tiling": PEERS[0], "onnxruntime": PEERS[1]}
+_PEER_NAMES = dict(zip(("data-tiling", "onnxruntime", "numpy", "torch"), PEERS, strict=True))
 
 
 def _peers(text: str) -> tuple[str, ...]:
