@@ -9,17 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dcmlir.bench.model_peers import (
-    DATA_TILING,
-    NUMPY,
-    ONNX,
-    TORCH,
-    TokenProblem,
-    data_tiling_build,
-    embedding_rows,
-    is_integer,
-    token_bound,
-)
+from dcmlir.bench.model_inputs import TokenProblem, embedding_rows, is_integer, token_bound
+from dcmlir.bench.model_peers import DATA_TILING, NUMPY, ONNX, TORCH, data_tiling_build
 from dcmlir.measure.runner import ShapeProblem
 from dcmlir.models.hf_models import Gpt2Config, source_from_text
 

@@ -3,7 +3,7 @@
 What ``dcmlir run-model``, the README demo and the model benchmark share. The
 tuned build (``dcmlir.compile`` with a plan), IREE's default build of the same
 module and the peers of :mod:`dcmlir.bench.model_peers` (IREE with data tiling,
-ONNX Runtime, torch eager) and :mod:`dcmlir.bench.numpy_models` (numpy) are timed by the :class:`~dcmlir.measure.runner.Runner`,
+ONNX Runtime, numpy, torch eager) are timed by the :class:`~dcmlir.measure.runner.Runner`,
 the one timing path: one supervised worker process on one device; at each ``T``
 every output is checked against a reference and the variants are timed side by
 side, interleaved in rounds (docs/design.md, section 4), largest ``T`` first as a
@@ -37,7 +37,6 @@ from dcmlir.bench.model_inputs import (
     Point,
     argument_types,
     check_points,
-    example_inputs,
     point_label,
     token_problems,
 )
@@ -49,7 +48,6 @@ from dcmlir.bench.model_peers import (
     TORCH,
     encoder_config,
 )
-from dcmlir.bench.numpy_models import numpy_variant
 from dcmlir.ir.iree import LoadedFunction, ParameterFile, load_function, parameter_scopes
 from dcmlir.measure.host import device_threads
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeResult
@@ -369,46 +367,6 @@ def _ratio(value: float, unit: str) -> str:
     return f"{value:.2f}{unit}" if math.isfinite(value) else "-"
 
 
-def _peer_variants(
-    text: str,
-    arguments: Sequence[Any],
-    seq_lens: Sequence[Point],
-    peers: Sequence[str],
-    chosen: Reference,
-    config: EncoderConfig | None,
-    source: TorchSource | None,
-    threads: int,
-    scratch: Path,
-    say: Callable[[str], None],
-    notes: dict[str, str],
-) -> dict[str, Variant | str]:
-    """The library peers of ``peers`` (not IREE's builds): a variant, or why there is none.
-
-    The reference's own peers first; onnxruntime on an ONNX-imported module's file, else
-    the torch model's export (how, in ``notes``); numpy for a generated encoder or GPT-2; torch
-    eager, which a torch reference brings whether asked for or not.
-    """
-    made: dict[str, Variant | str] = {p: v for p, v in chosen.peers.items() if p in peers}
-    if ONNX in peers and ONNX not in made and any(not isinstance(t, int) for t in seq_lens):
-        made[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
-    elif ONNX in peers and ONNX not in made:
-        onnx = model_peers.onnx_file_variant(text, threads)
-        if onnx is None:
-            say("exporting the torch model to ONNX")
-            example = example_inputs(arguments, source.seq if source else (1, 1))
-            onnx = model_peers.onnx_variant(source, example, threads, scratch)
-        made[ONNX] = onnx if isinstance(onnx, str) else onnx[0]
-        if not isinstance(onnx, str) and onnx[1]:
-            notes[ONNX] = onnx[1]
-    if NUMPY in peers and NUMPY not in made:
-        made[NUMPY] = numpy_variant(config, source, threads)
-    if chosen.torch_variant is not None:
-        made[TORCH] = chosen.torch_variant
-    elif TORCH in peers and TORCH not in made:
-        made[TORCH] = model_peers.torch_eager_variant(source, threads)
-    return made
-
-
 def run_model(
     text: str,
     tuned_vmfb: bytes,
@@ -479,12 +437,13 @@ def run_model(
             path = Path(scratch) / f"{name.replace(' ', '_')}.vmfb"
             path.write_bytes(vmfb)
             variants.append(ModuleFunction(name, str(path), function, parameters))
-        made = _peer_variants(
+        made = model_peers.peer_variants(
             text,
             arguments,
             seq_lens,
             peers,
-            chosen,
+            chosen.peers,
+            chosen.torch_variant,
             config,
             source,
             thread_count,

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dcmlir.bench import model_peers
 from dcmlir.ir.iree import LoadedFunction
-from dcmlir.measure.timing import Inputs
+from dcmlir.measure.runner import ShapeProblem
+from dcmlir.measure.timing import Inputs, random_inputs
+from dcmlir.models.onnx_source import onnx_source_from_text
 
 if TYPE_CHECKING:
     from dcmlir.models.hf_models import TorchSource
@@ -26,15 +27,80 @@ __all__ = [
     "ArgumentType",
     "ModelRunError",
     "Point",
+    "TokenProblem",
     "argument_types",
     "check_points",
+    "embedding_rows",
     "example_inputs",
+    "is_integer",
     "point_label",
+    "token_bound",
     "token_problems",
 ]
 
 Point = int | tuple[int, ...]
 """``T`` for every dynamic dim, or one value per dynamic dim of an input (``(B, T)``)."""
+
+_FLOAT_TABLE = re.compile(r"tensor\.extract %[\w.#$-]+\[[^\]]*\] : tensor<(\d+)x\d+x(?:bf|f)\d+>")
+_INTEGER = re.compile(r"^[iu]i?\d+$")
+
+
+def is_integer(dtype: str) -> bool:
+    """An MLIR element type (``i64``, ``si32``, ``ui8``) whose values are integers."""
+    return bool(_INTEGER.match(dtype.lstrip("s")))
+
+
+def numpy_dtype(dtype: str) -> str:
+    """The numpy dtype run-model feeds an MLIR element type: token ids int64, else float32."""
+    return "int64" if is_integer(dtype) else "float32"
+
+
+def embedding_rows(text: str) -> int | None:
+    """Rows of the smallest float table the module gathers rows from (an embedding), else None.
+
+    Token ids below it index every table the module looks ids up in (the position
+    table too): the safe bound when the vocabulary is unknown.
+    """
+    rows = [int(r) for r in _FLOAT_TABLE.findall(text)]
+    return min(rows) if rows else None
+
+
+def token_bound(text: str, source: TorchSource | None) -> int:
+    """Token ids are drawn from [0, bound): the source's vocabulary (a torch model's, or the
+    table an ONNX-imported model's input indexes), an embedding's rows, or 2."""
+    if source is not None and source.vocab:
+        return source.vocab
+    onnx = onnx_source_from_text(text)
+    if onnx is not None and onnx.vocab:
+        return onnx.vocab
+    return embedding_rows(text) or 2
+
+
+@dataclass(frozen=True)
+class TokenProblem(ShapeProblem):
+    """A model's inputs at one ``T``: floats as every problem has them, integer inputs token ids.
+
+    ``bounds[i]``: input ``i`` is int64 ids in [0, bounds[i]); None: as
+    :func:`~dcmlir.measure.timing.random_inputs` makes it.
+    """
+
+    bounds: tuple[int | None, ...] = ()
+
+    def arrays(self, sets: int, seed: int) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+        assert self.reference is not None
+        rng = np.random.default_rng(seed + 1)
+        inputs = []
+        for arrays in random_inputs(self.input_shapes, sets=sets, seed=seed):
+            made = []
+            for index, (array, dtype) in enumerate(zip(arrays, self.dtypes, strict=True)):
+                bound = self.bounds[index] if index < len(self.bounds) else None
+                if bound is None:
+                    made.append(array.astype(dtype))
+                else:
+                    made.append(rng.integers(0, bound, size=array.shape).astype(dtype))
+            inputs.append(made)
+        return inputs, [list(self.reference(arrays)) for arrays in inputs]
+
 
 _TENSOR = re.compile(r"tensor<([^>]*)>")
 
@@ -62,7 +128,7 @@ class ArgumentType:
     @property
     def numpy_dtype(self) -> str:
         """What run-model feeds: int64 token ids for an integer tensor, else float32."""
-        return model_peers.numpy_dtype(self.dtype)
+        return numpy_dtype(self.dtype)
 
 
 def argument_types(function: LoadedFunction) -> list[ArgumentType]:
@@ -76,7 +142,7 @@ def argument_types(function: LoadedFunction) -> list[ArgumentType]:
     if not found:
         raise ModelRunError(f"function '{function.name}' has no tensor inputs ({declaration})")
     for argument in found:
-        if argument.dtype != "f32" and not model_peers.is_integer(argument.dtype):
+        if argument.dtype != "f32" and not is_integer(argument.dtype):
             raise ModelRunError(
                 f"function '{function.name}': input {argument.dtype} tensors are not supported "
                 "(run-model feeds random f32 inputs and int64 token ids)"
@@ -112,9 +178,7 @@ def example_inputs(arguments: Sequence[ArgumentType], seq: tuple[int, int]) -> l
     """Inputs to export with: T = 7 within the range (torch.export specialises 0 and 1)."""
     t = min(max(7, seq[0]), seq[1])
     return [
-        np.zeros(a.shape(t), np.int64)
-        if model_peers.is_integer(a.dtype)
-        else np.ones(a.shape(t), np.float32)
+        np.zeros(a.shape(t), np.int64) if is_integer(a.dtype) else np.ones(a.shape(t), np.float32)
         for a in arguments
     ]
 
@@ -125,14 +189,14 @@ def token_problems(
     source: TorchSource | None,
     reference: Callable[[Inputs], list[np.ndarray]],
     points: Sequence[Point],
-) -> dict[Point, model_peers.TokenProblem]:
+) -> dict[Point, TokenProblem]:
     """The model's problem at each point: the arguments' shapes there, every output checked
     by ``reference``, integer inputs token ids below the model's vocabulary
-    (:func:`~dcmlir.bench.model_peers.token_bound`)."""
-    vocab = model_peers.token_bound(text, source)
-    bounds = tuple(vocab if model_peers.is_integer(a.dtype) else None for a in arguments)
+    (:func:`~dcmlir.bench.token_bound`)."""
+    vocab = token_bound(text, source)
+    bounds = tuple(vocab if is_integer(a.dtype) else None for a in arguments)
     return {
-        point: model_peers.TokenProblem(
+        point: TokenProblem(
             tuple(a.shape(point) for a in arguments),
             tuple(a.numpy_dtype for a in arguments),
             reference=reference,

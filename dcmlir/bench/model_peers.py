@@ -28,20 +28,19 @@ import io
 import logging
 import re
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dcmlir.bench.numpy_models import NUMPY
+from dcmlir.bench.model_inputs import Point, example_inputs
+from dcmlir.bench.numpy_models import NUMPY, numpy_variant
 from dcmlir.bench.peers import DATA_TILING_FLAGS
 from dcmlir.build.compiler import BuildError, build
 from dcmlir.ir.iree import RuntimeFailure
-from dcmlir.measure.runner import ShapeProblem
-from dcmlir.measure.timing import Inputs, random_inputs
-from dcmlir.measure.variants import HostLibrary, HostModel
+from dcmlir.measure.timing import Inputs
+from dcmlir.measure.variants import HostLibrary, HostModel, Variant
 from dcmlir.models import EncoderConfig, make_weights
 from dcmlir.models.hf_models import TorchSource
 from dcmlir.models.onnx_source import onnx_source_from_text
@@ -54,11 +53,9 @@ __all__ = [
     "PEERS",
     "TORCH",
     "OnnxModel",
-    "TokenProblem",
     "TorchEager",
     "contraction_peers",
     "data_tiling_build",
-    "embedding_rows",
     "encoder_config",
     "encoder_module",
     "encoder_source",
@@ -66,6 +63,7 @@ __all__ = [
     "onnx_file_reference",
     "onnx_file_variant",
     "onnx_variant",
+    "peer_variants",
     "torch_eager_variant",
     "torch_reference",
 ]
@@ -74,70 +72,6 @@ DATA_TILING, ONNX, TORCH = "IREE data tiling", "onnxruntime", "torch eager"
 PEERS = (DATA_TILING, ONNX, NUMPY, TORCH)
 """The peers :func:`~dcmlir.bench.model_compare.run_model` adds by default (a torch
 reference brings torch eager with it, asked for or not)."""
-
-_FLOAT_TABLE = re.compile(r"tensor\.extract %[\w.#$-]+\[[^\]]*\] : tensor<(\d+)x\d+x(?:bf|f)\d+>")
-_INTEGER = re.compile(r"^[iu]i?\d+$")
-
-
-# --- token-id inputs -----------------------------------------------------------------------
-
-
-def is_integer(dtype: str) -> bool:
-    """An MLIR element type (``i64``, ``si32``, ``ui8``) whose values are integers."""
-    return bool(_INTEGER.match(dtype.lstrip("s")))
-
-
-def numpy_dtype(dtype: str) -> str:
-    """The numpy dtype run-model feeds an MLIR element type: token ids int64, else float32."""
-    return "int64" if is_integer(dtype) else "float32"
-
-
-def embedding_rows(text: str) -> int | None:
-    """Rows of the smallest float table the module gathers rows from (an embedding), else None.
-
-    Token ids below it index every table the module looks ids up in (the position
-    table too): the safe bound when the vocabulary is unknown.
-    """
-    rows = [int(r) for r in _FLOAT_TABLE.findall(text)]
-    return min(rows) if rows else None
-
-
-def token_bound(text: str, source: TorchSource | None) -> int:
-    """Token ids are drawn from [0, bound): the source's vocabulary (a torch model's, or the
-    table an ONNX-imported model's input indexes), an embedding's rows, or 2."""
-    if source is not None and source.vocab:
-        return source.vocab
-    onnx = onnx_source_from_text(text)
-    if onnx is not None and onnx.vocab:
-        return onnx.vocab
-    return embedding_rows(text) or 2
-
-
-@dataclass(frozen=True)
-class TokenProblem(ShapeProblem):
-    """A model's inputs at one ``T``: floats as every problem has them, integer inputs token ids.
-
-    ``bounds[i]``: input ``i`` is int64 ids in [0, bounds[i]); None: as
-    :func:`~dcmlir.measure.timing.random_inputs` makes it.
-    """
-
-    bounds: tuple[int | None, ...] = ()
-
-    def arrays(self, sets: int, seed: int) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
-        assert self.reference is not None
-        rng = np.random.default_rng(seed + 1)
-        inputs = []
-        for arrays in random_inputs(self.input_shapes, sets=sets, seed=seed):
-            made = []
-            for index, (array, dtype) in enumerate(zip(arrays, self.dtypes, strict=True)):
-                bound = self.bounds[index] if index < len(self.bounds) else None
-                if bound is None:
-                    made.append(array.astype(dtype))
-                else:
-                    made.append(rng.integers(0, bound, size=array.shape).astype(dtype))
-            inputs.append(made)
-        return inputs, [list(self.reference(arrays)) for arrays in inputs]
-
 
 _GENERATED = re.compile(
     r"^// (\d+)-layer encoder, hidden (\d+), (\d+) heads, FFN (\d+), T in (\d+)\.\.(\d+), "
@@ -451,6 +385,51 @@ def onnx_file_variant(text: str, threads: int) -> tuple[HostModel, None] | str |
     except ValueError as err:
         return str(err)
     return HostModel(ONNX, functools.partial(OnnxModel, source.path, threads)), None
+
+
+# --- every library peer of a run ----------------------------------------------------------
+
+
+def peer_variants(
+    text: str,
+    arguments: Sequence[Any],
+    seq_lens: Sequence[Point],
+    peers: Sequence[str],
+    own: Mapping[str, Variant | str],
+    torch_variant: HostModel | None,
+    config: EncoderConfig | None,
+    source: TorchSource | None,
+    threads: int,
+    scratch: Path,
+    say: Callable[[str], None],
+    notes: dict[str, str],
+) -> dict[str, Variant | str]:
+    """The library peers of ``peers`` (not IREE's builds): a variant, or why there is none.
+
+    ``own``: the caller's peers (a reference's, :class:`~dcmlir.bench.model_compare.Reference`)
+    first; onnxruntime on an ONNX-imported module's file, else
+    the torch model's export (how, in ``notes``); numpy for a generated encoder or GPT-2; torch
+    eager (``torch_variant``, which a torch reference brings whether asked for or not).
+    """
+    made: dict[str, Variant | str] = {p: v for p, v in own.items() if p in peers}
+    if ONNX in peers and ONNX not in made and any(not isinstance(t, int) for t in seq_lens):
+        made[ONNX] = "the ONNX export keeps every dim but T static (no batch)"
+    elif ONNX in peers and ONNX not in made:
+        onnx = onnx_file_variant(text, threads)
+        if onnx is None:
+            say("exporting the torch model to ONNX")
+            example = example_inputs(arguments, source.seq if source else (1, 1))
+            onnx = onnx_variant(source, example, threads, scratch)
+        made[ONNX] = onnx if isinstance(onnx, str) else onnx[0]
+        if not isinstance(onnx, str) and onnx[1]:
+            notes[ONNX] = onnx[1]
+    if NUMPY in peers and NUMPY not in made:
+        made[NUMPY] = numpy_variant(config, source, threads)
+    if torch_variant is not None:
+        made[TORCH] = torch_variant
+    elif TORCH in peers and TORCH not in made:
+        made[TORCH] = torch_eager_variant(source, threads)
+    return made
 
 
 # --- IREE data tiling ----------------------------------------------------------------------

@@ -8,10 +8,9 @@ sizes, wrapped to take token ids ``input_ids [1, T]`` (int64) and return one ten
 with example inputs and the dynamic sequence axis for
 :func:`dcmlir.models.torch_import.import_torch`. A :class:`Gpt2Config` is all it
 takes to rebuild the same model (same seed, same weights) anywhere, so the saved
-module's first line names it (:func:`model_header`, :func:`family_header`): run-model reads it
-back (:func:`source_from_text`) to check outputs against the model in float64, time
-it in torch eager and export it to ONNX. Importing this module needs no torch; the
-functions that build a model do (the ``dcmlir[torch]`` extra: torch, transformers).
+module's first line names it (:func:`model_header`, :func:`family_header`): run-model reads
+it back (:func:`source_from_text`) to check against it in float64, time it and export it to
+ONNX. Importing this module needs no torch; building a model does (``dcmlir[torch]``).
 """
 
 from __future__ import annotations
@@ -150,7 +149,7 @@ def token_inputs(
 
 def _wrap(model: nn.Module, lm_head: bool) -> nn.Module:
     """``model`` taking token ids and returning one tensor (a class made here: torch is
-    optional, so no torch class sits at module level; the factory pickles, not the module)."""
+    optional; the factory pickles, not the module)."""
     from torch import nn
 
     class TokenModel(nn.Module):
@@ -203,8 +202,7 @@ class TorchSource:
     ``build`` must pickle (a module-level function or a ``functools.partial`` of one)
     so the measuring worker rebuilds the model itself. ``seq_axes[i]``: the axis of
     input ``i`` that is ``T``, whose range is ``seq``; ``vocab``: integer inputs are
-    token ids in [0, vocab); ``family``: ``gpt2``, ``bert``, ``llama`` or ``encoder``
-    (generated), for the peers that need to know the architecture (numpy).
+    token ids in [0, vocab); ``family`` (``gpt2``, ``bert``, ``llama``, ``encoder``): numpy's.
     """
 
     name: str
