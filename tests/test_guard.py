@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import DENSE
 
 import dcmlir
 from dcmlir.driver.guarding import TILED, cells, guard_plan, guard_points, patched
+from dcmlir.driver.module_timing import FEWEST_ROUNDS, timed_side_by_side
 from dcmlir.driver.outcome import WorkloadReport
 from dcmlir.driver.placing import timed_range
 from dcmlir.driver.plan_tree import workload_plan
@@ -108,3 +111,35 @@ def test_tune_without_the_guard_prints_nothing_of_it(tmp_path: Path) -> None:
     with Roles(guard=guard_plan).in_scope():
         _tuned(tmp_path, stream, guard=False)
     assert "guard" not in stream.getvalue()
+
+
+class _Sleeper:
+    """A stand-in for a loaded build: each call sleeps ``seconds`` and is counted."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.calls = seconds, 0
+
+    def prepare(self, arrays: object) -> object:
+        return arrays
+
+    def invoke(self, prepared: object) -> None:
+        self.calls += 1
+        time.sleep(self.seconds)
+
+
+def test_long_calls_get_fewer_rounds_but_never_under_the_floor() -> None:
+    """12 rounds of a whole model's 100-ms calls at 96 points took a 12-layer GPT-2's guard
+    20 minutes; under ``point_seconds`` a build's rounds are cut, to FEWEST_ROUNDS at least,
+    and short calls keep every round."""
+    inputs: dict[int, list[np.ndarray]] = {1: [np.zeros(1)]}
+    slow = {"a": _Sleeper(0.02), "b": _Sleeper(0.02)}
+    times = timed_side_by_side(slow, inputs, 12, 0.0, point_seconds=0.1)
+    assert slow["b"].calls == 2 * FEWEST_ROUNDS  # an untimed and a timed call per round
+    assert slow["a"].calls == 2 * FEWEST_ROUNDS + 1  # and the first call, timed once
+    assert 0.015 < times["a"][1] < 0.2
+    fast = {"a": _Sleeper(0.001), "b": _Sleeper(0.001)}
+    timed_side_by_side(fast, inputs, 12, 0.0, point_seconds=0.1)
+    assert fast["b"].calls == 2 * 12
+    unbounded = {"a": _Sleeper(0.02)}
+    timed_side_by_side(unbounded, inputs, 12, 0.0)
+    assert unbounded["a"].calls == 2 * 12 + 1

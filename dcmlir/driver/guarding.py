@@ -70,6 +70,7 @@ class GuardSettings:
     points: int = 96
     rounds: int = 12
     batch_seconds: float = 0.002
+    point_seconds: float = 1.0  # one build's rounds at one point, at most (4 rounds at least)
     margin: float = MARGIN
 
 
@@ -327,9 +328,17 @@ class _Timing:
         functions = loaded_functions(vmfbs, self.entry, self.driver, self.parameters)
         inputs = random_inputs(functions[TUNED], points or self.points)
         wrong = {p: outputs_agree(functions, arrays, DEFAULT) for p, arrays in inputs.items()}
-        rounds, batch = self.settings.rounds, self.settings.batch_seconds
+        settings = self.settings
         bar = Progress(len(inputs), f"guard: {', '.join(plans)}", stream)
-        return timed_side_by_side(functions, inputs, rounds, batch, lambda _: bar.advance()), wrong
+        times = timed_side_by_side(
+            functions,
+            inputs,
+            settings.rounds,
+            settings.batch_seconds,
+            lambda _: bar.advance(),
+            settings.point_seconds,
+        )
+        return times, wrong
 
 
 def _print_table(

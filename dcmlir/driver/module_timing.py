@@ -105,16 +105,23 @@ def outputs_agree(
     return wrong
 
 
+FEWEST_ROUNDS = 4
+"""The least rounds :func:`timed_side_by_side` cuts to under ``point_seconds``."""
+
+
 def timed_side_by_side(
     functions: Mapping[Key, LoadedFunction],
     inputs: Mapping[int, list[np.ndarray]],
     rounds: int,
     batch_seconds: float,
     progress: Callable[[int], None] | None = None,
+    point_seconds: float | None = None,
 ) -> dict[Key, dict[int, float]]:
     """Build -> point -> seconds a call (median over ``rounds``); each round times every
     build's calls after one untimed call, the builds interleaved. ``progress``: called
-    with each point once it is timed."""
+    with each point once it is timed. ``point_seconds``: fewer rounds (down to
+    :data:`FEWEST_ROUNDS`) where ``rounds`` of one build would take longer at a point:
+    a whole model's 100-ms calls vary by a few percent, not the tens a 10-us call does."""
     found: dict[Key, dict[int, float]] = {key: {} for key in functions}
     for point, arrays in inputs.items():
         args = {key: f.prepare(arrays) for key, f in functions.items()}
@@ -123,8 +130,13 @@ def timed_side_by_side(
         functions[first].invoke(args[first])
         once = max(time.perf_counter() - start, 1e-7)
         calls = max(1, int(batch_seconds / once))
+        here = rounds
+        if point_seconds is not None:  # each round: one untimed call and ``calls`` timed
+            here = max(
+                min(rounds, FEWEST_ROUNDS), min(rounds, int(point_seconds / (once * (calls + 1))))
+            )
         samples: dict[Key, list[float]] = {key: [] for key in functions}
-        for _ in range(rounds):
+        for _ in range(here):
             for key, function in functions.items():
                 function.invoke(args[key])
                 start = time.perf_counter()
