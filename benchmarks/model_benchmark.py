@@ -1,4 +1,4 @@
-"""Benchmark: whole models tuned by dcmlir against IREE (default, data tiling), ONNX Runtime, torch.
+"""Benchmark: whole models tuned by dcmlir against IREE (default, data tiling) and every peer.
 
 For each model of ``--models`` (``gpt2-2l``, ``gpt2-12l``: GPT-2 from a transformers config
 with seeded random weights, ``input_ids [1, T]``; ``llama-12l``: a Llama of the same width
@@ -12,7 +12,8 @@ with seeded random weights, ``input_ids [1, T]``; ``llama-12l``: a Llama of the 
 3. ``dcmlir.compile`` with the plan; IREE's default build of the same module;
 4. time at every ``--seq`` T, side by side in one worker, interleaved per T, largest T
    first (``dcmlir run-model``'s loop): IREE default, IREE data tiling, dcmlir,
-   onnxruntime and torch eager, every output checked against the torch model in float64
+   onnxruntime, numpy (GPT-2 and the encoder; ``n/a`` for Llama) and torch eager, every
+   output checked against the torch model in float64
    (max abs error <= 1e-4 of the output's scale).
 
 Writes ``RESULTS/model_benchmark_<model>.json`` (every number), ``.md`` (ms per call, ratios
