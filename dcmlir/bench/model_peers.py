@@ -14,8 +14,8 @@
 The torch model comes from a :class:`~dcmlir.models.hf_models.TorchSource`: the
 generated encoder's config (:func:`encoder_source`) or a saved model's header; its
 float64 copy is the reference (:func:`torch_reference`). Integer inputs are token
-ids (:class:`TokenProblem`): ``[0, vocab)``, the vocabulary from the source, else
-the smallest embedding table found in the module (:func:`embedding_rows`), else 2.
+ids (:class:`~dcmlir.bench.model_inputs.TokenProblem`). :func:`peer_variants` assembles
+a run's library peers, or says why one cannot run.
 """
 
 from __future__ import annotations
