@@ -119,7 +119,10 @@ def test_bert_base_is_tuned_at_global_optimization_with_one_plan_per_distinct_wo
     for item in report.workloads:  # each search starts from its probes, paid for once
         probed = [s for s in probe_shapes(item.workload) if s in set(item.search.shapes)]
         assert len(probed) == 4
-        assert all(("default", shape) in item.search.measured for shape in probed)
+        for shape in probed:  # measured, unless the guard kept IREE's default there: its
+            # patch makes the default's time at the shape its whole-module evidence instead
+            chosen = item.search.kernels[item.search.choice[shape]].key()
+            assert ("default", shape) in item.search.measured or chosen == "default", shape
     # attention's T x T: tuned on the diagonal only, both loops dispatched on
     for item in report.workloads:
         if item.workload.kind.startswith("batch_matmul"):
