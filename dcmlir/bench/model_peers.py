@@ -36,7 +36,7 @@ import numpy as np
 
 from dcmlir.bench.model_inputs import Point, example_inputs
 from dcmlir.bench.numpy_models import NUMPY, numpy_variant
-from dcmlir.bench.peers import DATA_TILING_FLAGS
+from dcmlir.bench.peers import DATA_TILING_FLAGS, not_installed
 from dcmlir.build.compiler import BuildError, build
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.timing import Inputs
@@ -164,29 +164,21 @@ class TorchEager:
         return _outputs(result)
 
 
-_EXTRAS = {"onnxruntime": "bench", "torch": "torch"}
-
-
 def contraction_peers(einsum: str) -> dict[str, HostLibrary | str]:
     """The library peers of a module that is one contraction: onnxruntime, numpy and torch
     computing ``einsum`` (:class:`~dcmlir.measure.variants.HostLibrary`); a library that is
     not installed is one line saying so."""
     peers: dict[str, HostLibrary | str] = {}
     for column, library in ((ONNX, "onnxruntime"), (NUMPY, "numpy"), (TORCH, "torch")):
-        if importlib.util.find_spec(library) is not None:
-            peers[column] = HostLibrary(column, library, einsum)
-            continue
-        extra = _EXTRAS[library]
-        peers[column] = (
-            f"{library} is not installed (the {extra} extra: pip install -e '.[{extra}]')"
-        )
+        peers[column] = not_installed(library) or HostLibrary(column, library, einsum)
     return peers
 
 
 def torch_eager_variant(source: TorchSource | None, threads: int) -> HostModel | str:
     """The torch eager peer of ``source``'s model, else one line saying why there is none."""
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed (the torch extra: pip install -e '.[torch]')"
+    missing = not_installed("torch")
+    if missing is not None:
+        return missing
     if source is None:
         return "no torch model of this module (a generated encoder or a saved model has one)"
     return HostModel(TORCH, functools.partial(TorchEager, source.build, threads))
@@ -378,8 +370,9 @@ def onnx_file_variant(text: str, threads: int) -> tuple[HostModel, None] | str |
     source = onnx_source_from_text(text)
     if source is None:
         return None
-    if importlib.util.find_spec("onnxruntime") is None:
-        return "onnxruntime is not installed (pip install 'dcmlir[bench]')"
+    missing = not_installed("onnxruntime")
+    if missing is not None:
+        return missing
     try:
         source.check()
     except ValueError as err:

@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from dcmlir.measure.variants import HostModel
 from dcmlir.models import EncoderConfig, encoder_reference, make_weights
+from dcmlir.models.bert_reference import gelu, layer_norm, softmax
 from dcmlir.models.hf_models import TorchSource
 
 __all__ = ["NUMPY", "NumpyEncoder", "NumpyGpt2", "numpy_variant"]
@@ -44,15 +45,6 @@ class NumpyEncoder:
 
     def to_host(self, result: np.ndarray) -> list[np.ndarray]:
         return [result]
-
-
-def _layernorm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    centred = x - x.mean(axis=-1, keepdims=True)
-    return centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + eps) * weight + bias
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) * (x + 0.044715 * x**3)))
 
 
 class NumpyGpt2:
@@ -85,19 +77,16 @@ class NumpyGpt2:
         scale = np.float32(1 / math.sqrt(head_dim))
         for layer in range(self.layers):
             p = f"h.{layer}."
-            a = _layernorm(h, w[p + "ln_1.weight"], w[p + "ln_1.bias"], self.eps)
+            a = layer_norm(h, w[p + "ln_1.weight"], w[p + "ln_1.bias"], self.eps)
             qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
             q, k, v = qkv.reshape(batch, seq, 3, self.heads, head_dim).transpose(2, 0, 3, 1, 4)
-            scores = (q @ k.swapaxes(-1, -2)) * scale + causal
-            scores -= scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
+            probs = softmax((q @ k.swapaxes(-1, -2)) * scale + causal)
             context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
             h = h + context @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-            m = _layernorm(h, w[p + "ln_2.weight"], w[p + "ln_2.bias"], self.eps)
-            inner = _gelu_tanh(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
+            m = layer_norm(h, w[p + "ln_2.weight"], w[p + "ln_2.bias"], self.eps)
+            inner = gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], "tanh")
             h = h + inner @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-        h = _layernorm(h, w["ln_f.weight"], w["ln_f.bias"], self.eps)
+        h = layer_norm(h, w["ln_f.weight"], w["ln_f.bias"], self.eps)
         return h if self.unembed is None else h @ self.unembed
 
     def to_host(self, result: np.ndarray) -> list[np.ndarray]:

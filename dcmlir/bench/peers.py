@@ -42,7 +42,7 @@ from dcmlir.space import Candidate, candidate_from_key
 from dcmlir.target import Target
 from dcmlir.workload import Workload
 
-__all__ = ["DATA_TILING_FLAGS", "Builder", "Context", "Prepared", "prepare"]
+__all__ = ["DATA_TILING_FLAGS", "Builder", "Context", "Prepared", "not_installed", "prepare"]
 
 # IREE's data tiling: operands packed into its tiled layout (a constant weight once, in an
 # initializer), the contraction as linalg.mmt4d lowered to the mmt4d microkernel
@@ -213,14 +213,20 @@ def _prepare_bucketing(ctx: Context) -> Prepared:
 _EXTRAS = {"numpy": "numpy", "torch": "torch", "onnxruntime": "bench"}
 
 
+def not_installed(library: str) -> str | None:
+    """Why a peer library (numpy, torch, onnxruntime) cannot run here, or None: it is installed."""
+    if importlib.util.find_spec(library) is not None:
+        return None
+    return f"{library} is not installed (pip install 'dcmlir[{_EXTRAS[library]}]')"
+
+
 def _host_preparer(library: str) -> Callable[[Context], Prepared]:
     def prepare_host(ctx: Context) -> Prepared:
         if library != "torch" and ctx.device == "cuda":
             return Prepared(unavailable=f"{library} runs on the host; the plan is for a GPU")
-        if importlib.util.find_spec(library) is None:
-            return Prepared(
-                unavailable=f"{library} is not installed (pip install 'dcmlir[{_EXTRAS[library]}]')"
-            )
+        missing = not_installed(library)
+        if missing is not None:
+            return Prepared(unavailable=missing)
         types = set(ctx.workload.element_types)
         if library == "onnxruntime" and (len(types) != 1 or not types <= set(ONNX_FLOATS)):
             return Prepared(

@@ -18,7 +18,15 @@ from dcmlir.ir.iree import ParameterFile, load_function
 from dcmlir.measure.timing import MismatchError, check_outputs
 from dcmlir.models.bert import EncoderConfig, GeneratedModel
 
-__all__ = ["DEFAULT_RTOL", "encoder_reference", "random_input", "verify_encoder"]
+__all__ = [
+    "DEFAULT_RTOL",
+    "encoder_reference",
+    "gelu",
+    "layer_norm",
+    "random_input",
+    "softmax",
+    "verify_encoder",
+]
 
 DEFAULT_RTOL = 1e-4
 """fp32 against the float64 reference: max abs error relative to the output's scale."""
@@ -30,16 +38,26 @@ def random_input(config: EncoderConfig, seq_len: int, seed: int = 1) -> np.ndarr
     return rng.standard_normal((seq_len, config.hidden), dtype=np.float32)
 
 
-def _gelu(x: np.ndarray, form: str) -> np.ndarray:
+def gelu(x: np.ndarray, form: str) -> np.ndarray:
+    """GELU, ``erf`` or its ``tanh`` approximation (GPT-2's), in ``x``'s precision."""
     if form == "tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
-def _layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """Layer norm over the last axis."""
     centred = x - x.mean(axis=-1, keepdims=True)
     variance = (centred**2).mean(axis=-1, keepdims=True)
     return centred / np.sqrt(variance + eps) * gamma + beta
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis; ``scores`` is shifted by its max in place."""
+    scores -= scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
 
 
 def encoder_reference(
@@ -60,15 +78,12 @@ def encoder_reference(
         p = f"layer{layer}."
         qkv = h @ w[p + "qkv_w"] + w[p + "qkv_b"]  # [T, 3H]
         q, k, v = qkv.reshape(seq_len, 3, heads, head_dim).transpose(1, 2, 0, 3)  # [NH, T, D]
-        scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_dim)  # [NH, T, T]
-        scores -= scores.max(axis=-1, keepdims=True)
-        probs = np.exp(scores)
-        probs /= probs.sum(axis=-1, keepdims=True)
+        probs = softmax(q @ k.transpose(0, 2, 1) / math.sqrt(head_dim))  # [NH, T, T]
         context = (probs @ v).transpose(1, 0, 2).reshape(seq_len, config.hidden)
         attended = context @ w[p + "out_w"] + w[p + "out_b"] + h
-        h = _layernorm(attended, w[p + "ln1_g"], w[p + "ln1_b"], config.eps)
-        inner = _gelu(h @ w[p + "ffn1_w"] + w[p + "ffn1_b"], config.gelu)
-        h = _layernorm(
+        h = layer_norm(attended, w[p + "ln1_g"], w[p + "ln1_b"], config.eps)
+        inner = gelu(h @ w[p + "ffn1_w"] + w[p + "ffn1_b"], config.gelu)
+        h = layer_norm(
             inner @ w[p + "ffn2_w"] + w[p + "ffn2_b"] + h,
             w[p + "ln2_g"],
             w[p + "ln2_b"],
