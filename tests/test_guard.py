@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +14,25 @@ import pytest
 from helpers import DENSE
 
 import dcmlir
-from dcmlir.driver.guarding import TILED, cells, guard_plan, guard_points, patched
+from dcmlir.dispatch import Plan
+from dcmlir.driver.guarding import (
+    RIVAL,
+    TILED,
+    GuardSettings,
+    _losses,
+    _ratio,
+    cells,
+    guard_plan,
+    guard_points,
+    patched,
+    swapped,
+)
 from dcmlir.driver.module_timing import FEWEST_ROUNDS, timed_side_by_side
 from dcmlir.driver.outcome import WorkloadReport
 from dcmlir.driver.placing import timed_range
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.driver.roles import Roles
-from dcmlir.space import DataTiledCandidate, DefaultCandidate
+from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 
 FAST = {"min_time": 0.002, "rounds": 2}
 
@@ -143,3 +158,72 @@ def test_long_calls_get_fewer_rounds_but_never_under_the_floor() -> None:
     unbounded = {"a": _Sleeper(0.02)}
     timed_side_by_side(unbounded, inputs, 12, 0.0)
     assert unbounded["a"].calls == 2 * 12 + 1
+
+
+def _running_everywhere(found: WorkloadReport, kernel: Candidate) -> WorkloadReport:
+    """``found`` with ``kernel`` picked at every shape (a rival plan of one kernel)."""
+    search = found.search
+    picks = dataclasses.replace(
+        search, kernels=[kernel], choice=dict.fromkeys(search.shapes, 0), exact={}
+    )
+    return WorkloadReport(found.workload, picks, workload_plan(picks, None, "config"))
+
+
+def test_a_swap_runs_the_rival_plans_kernel_in_the_cell(tmp_path: Path) -> None:
+    (found,) = _tuned(tmp_path, io.StringIO()).workloads
+    kernel = found.plan.kernels[found.plan.tree.select((9,))].candidate
+    build = next(b for b in (DataTiledCandidate(), DefaultCandidate()) if b.key() != kernel.key())
+    rival = _running_everywhere(found, build)
+    result = swapped(found, rival, (8, 12), 9, 1.25)
+    assert result is not None
+    for shape in found.search.shapes:
+        runs = found.plan.kernels[found.plan.tree.select(shape)].candidate.key()
+        now = result.kernels[result.choice[shape]].key()
+        in_cell = 8 <= shape[0] <= 12 and runs == kernel.key()
+        assert now == (
+            build.key() if in_cell else found.search.kernels[found.search.choice[shape]].key()
+        )
+    plan = workload_plan(result, None, "config")
+    assert plan.kernels[plan.tree.select((9,))].candidate.key() == build.key()
+    assert swapped(found, found, (8, 12), 9, 1.25) is None  # the same plan: nothing to swap
+
+
+def test_the_rival_plan_takes_a_point_it_wins_and_is_no_iree_build() -> None:
+    times = {
+        "dcmlir": {1: 1.0, 2: 1.0, 3: 1.0},
+        "iree-default": {1: 2.0, 2: 2.0, 3: 0.5},
+        RIVAL: {1: 0.5, 2: 0.99, 3: 0.4},
+    }
+    losses = _losses(times, {1: [], 2: [], 3: []}, 0.03)
+    assert losses == {1: (RIVAL, 2.0), 3: (RIVAL, 2.5)}  # 2: within the margin
+    assert _ratio(times, 1) == 0.5  # over the faster IREE build, never over the rival
+
+
+def test_the_guard_times_a_rival_plan_and_keeps_what_it_wins(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    report = _tuned(tmp_path, io.StringIO(), guard=False)
+    (found,) = report.workloads
+    rival = [_running_everywhere(found, DefaultCandidate())]
+
+    def make_plan(done: Sequence[WorkloadReport]) -> Plan:
+        return dataclasses.replace(report.plan, workloads=tuple(r.plan for r in done))
+
+    settings = GuardSettings(points=6, rounds=2)
+    kept = guard_plan(
+        report.workloads,
+        make_plan,
+        tmp_path / "dense.mlir",
+        stream=stream,
+        max_depth=None,
+        route="config",
+        settings=settings,
+        rival=lambda: rival,
+    )
+    text = stream.getvalue()
+    assert f"dcmlir: guard: timed beside iree-default, {TILED}, {RIVAL} at 6 T" in text, text
+    assert f"dcmlir: guard: {RIVAL} over the faster IREE build, T:ratio: 1:" in text
+    (after,) = kept
+    kept_line = next(line for line in text.splitlines() if " at 6 T; " in line)
+    won = [int(t) for t in re.findall(rf"T=(\d+) to {RIVAL}", kept_line)]
+    for point in won:  # where the rival won, its kernel runs
+        assert after.plan.kernels[after.plan.tree.select((point,))].candidate == DefaultCandidate()

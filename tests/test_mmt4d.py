@@ -899,18 +899,20 @@ def test_a_plan_of_explicit_kernels_keeps_the_entry_and_data_tiles_around_them(
 
 
 @pytest.mark.parametrize(
-    ("text", "level", "offered"),
+    ("text", "level", "guard", "offered"),
     [
-        (constant_projection("nk"), "input", True),  # a func.func: no split, input level
-        (_public_entry(constant_projection("nk")), "input", True),  # a splittable entry
-        (constant_projection("nk"), "global-optimization", False),
+        (constant_projection("nk"), "input", True, True),  # a func.func: no split, input level
+        (_public_entry(constant_projection("nk")), "input", True, True),  # a splittable entry
+        (constant_projection("nk"), "input", False, True),
+        (constant_projection("nk"), "global-optimization", True, True),
+        (constant_projection("nk"), "global-optimization", False, False),
     ],
 )
-def test_explicit_kernels_are_offered_at_the_input_level(
-    tmp_path: Path, text: str, level: str, offered: bool
+def test_explicit_kernels_are_offered_at_the_input_level_and_with_the_guard(
+    tmp_path: Path, text: str, level: str, guard: bool, offered: bool
 ) -> None:
-    """Held back at the global-optimization level, where they are not shown to help yet
-    (docs/design.md section 12)."""
+    """Held back at the global-optimization level without the guard, which times the plan
+    beside the same workloads searched without them (docs/design.md section 12)."""
     from dcmlir.driver.loading import load_model
     from dcmlir.driver.tuning import _explicit_kernels_offered
 
@@ -919,7 +921,7 @@ def test_explicit_kernels_are_offered_at_the_input_level(
     model = load_model(source, ["1:8"], io.StringIO(), level="input")
     model = dataclasses.replace(model, level=level)
     stream = io.StringIO()
-    assert _explicit_kernels_offered(model, stream) is offered
+    assert _explicit_kernels_offered(model, guard, stream) is offered
     assert ("not offered" in stream.getvalue()) is not offered
 
 

@@ -16,6 +16,13 @@ extent nearer to it than to the next point, in log extents), go to that build, a
 plan is made again. The tuned module, patched, is timed once more beside both builds,
 and the table printed.
 
+A rival plan of dcmlir's own can stand beside IREE's builds (``rival``): the workloads
+searched again without the explicit mmt4d kernels (:mod:`.rival_plans`). Those kernels are
+timed as modules of one op, whose weight stays in cache; in a model whose weights do not
+fit, IREE's ukernel (which prefetches) on data tiling's layout can be faster, and only
+the whole module shows it (docs/design.md section 12). Where the rival is faster by the
+margin, twice, its kernels take that cell, as an IREE build would.
+
 Nothing here is counted in the search's budget (as the placement is not); it costs three
 or four compiles and a few seconds of timing.
 """
@@ -49,15 +56,18 @@ from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.progress import Progress
 from dcmlir.search.outcome import SearchResult
+from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget
 
-__all__ = ["MARGIN", "GuardSettings", "cells", "guard_plan", "patched"]
+__all__ = ["MARGIN", "RIVAL", "GuardSettings", "cells", "guard_plan", "patched", "swapped"]
 
 MARGIN = 0.03
 """The tuned module keeps a point within this of the faster IREE build (issue 14's 0.97x)."""
 
 TUNED, DEFAULT, TILED = "dcmlir", "iree-default", "iree-data-tiling"
+RIVAL = "dcmlir-without-mmt4d"
+"""The rival plan's name in the guard's lines (:func:`guard_plan`'s ``rival``)."""
 BUILDS: dict[str, Candidate] = {DEFAULT: DefaultCandidate(), TILED: DataTiledCandidate()}
 
 MakePlan = Callable[[Sequence[WorkloadReport]], Plan]
@@ -136,35 +146,72 @@ def patched(
     plan runs, not the search's picks: where the tree ran a neighbour's kernel at ``point``
     (within its 1%), a patch keyed on the picks missed ``point`` itself (tests/test_guard.py
     failed so once in CI)."""
+    return _chosen_in_cell(report, cell, point, lambda _: build, ratio, {})
+
+
+def swapped(
+    report: WorkloadReport,
+    rival: WorkloadReport,
+    cell: tuple[int, int],
+    point: int,
+    ratio: float,
+) -> SearchResult | None:
+    """``report``'s search with what ``rival``'s plan runs chosen at each shape of ``cell``
+    where ``report``'s plan runs what it runs at ``point`` (as :func:`patched` does with
+    one build); the rival's exact builds stay. None where nothing changes."""
+
+    def rival_runs(shape: Shape) -> Candidate:
+        return rival.plan.kernels[rival.plan.tree.select(shape)].candidate
+
+    return _chosen_in_cell(report, cell, point, rival_runs, ratio, rival.search.exact)
+
+
+def _chosen_in_cell(
+    report: WorkloadReport,
+    cell: tuple[int, int],
+    point: int,
+    build_at: Callable[[Shape], Candidate],
+    ratio: float,
+    exact_kept: Mapping[Shape, float],
+) -> SearchResult | None:
+    """:func:`patched` and :func:`swapped`: ``build_at(shape)`` chosen at the cell's shapes
+    where the plan runs its kernel at ``point``."""
     search = report.search
     keys = [c.key() for c in search.candidates]
-    if build.key() not in keys:
-        return None
-    ran = report.plan.tree.select((point,) * len(report.plan.dims))
-    ran_key = report.plan.kernels[ran].candidate.key()
-    if ran_key == build.key():
-        return None
+    at = (point,) * len(report.plan.dims)
+    ran_key = report.plan.kernels[report.plan.tree.select(at)].candidate.key()
     kernels = list(search.kernels)
     known = [k.key() for k in kernels]
-    if ran_key not in known:
+    if ran_key not in known or build_at(at).key() in (ran_key,) or build_at(at).key() not in keys:
         return None
-    index = known.index(build.key()) if build.key() in known else len(kernels)
-    kernels += [build] if index == len(kernels) else []
-    column = keys.index(build.key())
     choice, estimate = dict(search.choice), search.estimate.copy()
     measured = dict(search.measured)
     low, high = cell
+    changed = False
     for row, shape in enumerate(search.shapes):
         if not all(low <= d <= high for d in shape):
             continue
         # what the plan runs there, not the search's pick: the tree may run a neighbour's
         if report.plan.kernels[report.plan.tree.select(shape)].candidate.key() != ran_key:
             continue
+        build = build_at(shape)
+        if build.key() == ran_key or build.key() not in keys:
+            continue
+        if build.key() not in known:
+            kernels.append(build)
+            known.append(build.key())
         before, _ = search.kernel_cost(shape, known.index(ran_key))
-        choice[shape] = index
-        estimate[row, column] = before / ratio
+        choice[shape] = known.index(build.key())
+        estimate[row, keys.index(build.key())] = before / ratio
         measured.pop((build.key(), shape), None)  # the estimate holds the guard's evidence
-    exact = {s: t for s, t in search.exact.items() if not all(low <= d <= high for d in s)}
+        changed = True
+    if not changed:
+        return None
+    exact = {
+        s: t
+        for s, t in search.exact.items()
+        if s in exact_kept or not all(low <= d <= high for d in s)
+    }
     return dataclasses.replace(
         search, kernels=kernels, choice=choice, estimate=estimate, measured=measured, exact=exact
     )
@@ -179,10 +226,13 @@ def guard_plan(
     max_depth: int | None,
     route: str,
     settings: GuardSettings | None = None,
+    rival: Callable[[], Sequence[WorkloadReport]] | None = None,
 ) -> list[WorkloadReport]:
     """``reports`` with IREE's build kept where the tuned module loses to it (module doc);
     as they are where nothing can be timed (a GPU target, a module read from stdin, a
-    predicted plan, inputs this cannot make), with one line saying why."""
+    predicted plan, inputs this cannot make), with one line saying why. ``rival``: makes
+    another plan's reports, one per report in the same order (called only where the guard
+    runs), timed beside them and taking the cells where it is faster (module doc)."""
     settings = settings or GuardSettings()
     plan = make_plan(reports)
     if not isinstance(plan.target, CpuTarget) or not plan.workloads:
@@ -203,6 +253,10 @@ def guard_plan(
         builds: dict[str, Plan | tuple[str, ...]] = {TUNED: plan, DEFAULT: ()}
         if timing.compiles(DATA_TILING_FLAGS, stream):
             builds[TILED] = DATA_TILING_FLAGS
+        rivals = _rival_reports(rival, stream)
+        rival_plan = make_plan(rivals) if rivals else None
+        if rival_plan is not None and timing.compiles(rival_plan, stream):
+            builds[RIVAL] = rival_plan
         times, wrong = timing.run(builds, stream=stream)
         losses = _losses(times, wrong, settings.margin)
         if losses:
@@ -220,7 +274,11 @@ def guard_plan(
             for point in sorted(points):
                 name, ratio = losses[point]
                 for i, report in enumerate(found):
-                    search = patched(report, within[point], point, BUILDS[name], ratio)
+                    search = (
+                        swapped(report, rivals[i], within[point], point, ratio)
+                        if name == RIVAL
+                        else patched(report, within[point], point, BUILDS[name], ratio)
+                    )
                     if search is not None:
                         plan_of = workload_plan(search, max_depth, route)
                         found[i] = WorkloadReport(report.workload, search, plan_of)
@@ -248,9 +306,24 @@ def guard_plan(
     return found
 
 
+def _rival_reports(
+    rival: Callable[[], Sequence[WorkloadReport]] | None, stream: IO[str]
+) -> list[WorkloadReport]:
+    """The rival plan's reports; none where there is no rival or it cannot be made (the
+    guard goes on beside IREE's builds)."""
+    if rival is None:
+        return []
+    try:
+        return list(rival())
+    except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dcmlir: guard: no {RIVAL} plan: {first}", file=stream)
+        return []
+
+
 def _ratio(times: Mapping[str, Mapping[int, float]], point: int) -> float:
     """The tuned module's time at ``point`` over the faster IREE build's."""
-    return times[TUNED][point] / min(t[point] for n, t in times.items() if n != TUNED)
+    return times[TUNED][point] / min(t[point] for n, t in times.items() if n in BUILDS)
 
 
 def _losses(
@@ -297,16 +370,18 @@ class _Timing:
         self.compiled.append((plan, vmfb))
         return vmfb
 
-    def compiles(self, flags: tuple[str, ...], stream: IO[str]) -> bool:
-        """Whether IREE builds the input with ``flags`` (data tiling does not compile some
-        modules: then it is no build a user could pick)."""
+    def compiles(self, build: Plan | tuple[str, ...], stream: IO[str]) -> bool:
+        """Whether IREE builds the input with ``build`` (data tiling does not compile some
+        modules: then it is no build a user could pick; nor is a rival plan that fails)."""
         try:
-            self._built(flags)
-        except TuneError as err:
-            first = next((line for line in str(err).splitlines()[1:] if "error" in line), "")
+            self._built(build)
+        except (TuneError, BuildError) as err:
+            lines = str(err).splitlines()
+            first = next((line for line in lines[1:] if "error" in line), lines[0] if lines else "")
             name = Path(str(self.input)).name
+            what = f"the plan as {RIVAL}" if isinstance(build, Plan) else "IREE's data tiling"
             print(
-                f"dcmlir: guard: IREE's data tiling does not compile {name}, not timed beside it"
+                f"dcmlir: guard: {what} does not compile {name}, not timed beside it"
                 f" ({first.strip()})",
                 file=stream,
             )
@@ -354,7 +429,7 @@ def _print_table(
     print(
         f"dcmlir: guard: timed beside {', '.join(n for n in before if n != TUNED)} at "
         f"{len(before[TUNED])} T; "
-        + (f"IREE's build kept at {kept}" if kept else "no IREE build kept")
+        + (f"kept {kept}" if kept else "no other build kept")
         + (f"; undone (no faster after): T={', '.join(undone)}" if undone else ""),
         file=stream,
     )
@@ -363,3 +438,8 @@ def _print_table(
         for t in sorted(before[TUNED])
     )
     print(f"dcmlir: guard: tuned over the faster IREE build, T:ratio: {cells_}", file=stream)
+    if RIVAL not in before:
+        return
+    rival = {TUNED: before[RIVAL]} | {n: t for n, t in before.items() if n in BUILDS}
+    cells_ = " ".join(f"{t}:{_ratio(rival, t):.2f}" for t in sorted(before[RIVAL]))
+    print(f"dcmlir: guard: {RIVAL} over the faster IREE build, T:ratio: {cells_}", file=stream)

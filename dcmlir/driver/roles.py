@@ -12,7 +12,7 @@ cannot reach the ``tune`` call (the CLI run by a test harness) puts roles in sco
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -49,8 +49,8 @@ stream)``, the plan back with its placement (a test's keeps the plan as it is)."
 
 Guard = Callable[..., list[WorkloadReport]]
 """Called as :func:`~dcmlir.driver.guarding.guard_plan` is: ``(reports, make_plan, input, *,
-stream, max_depth, route)``, the reports back with IREE's build kept where the tuned
-module loses to it (a test's keeps them as they are)."""
+stream, max_depth, route, rival)``, the reports back with IREE's build (or the rival
+plan's kernels) kept where the tuned module loses to it (a test's keeps them as they are)."""
 
 _IN_SCOPE: ContextVar[Roles | None] = ContextVar("dcmlir_tuning_roles", default=None)
 
@@ -159,7 +159,11 @@ class Roles:
         *,
         max_depth: int | None,
         route: str,
+        rival: Callable[[], Sequence[WorkloadReport]] | None = None,
     ) -> list[WorkloadReport]:
-        """The reports with IREE's build kept where the tuned module loses (:mod:`.guarding`)."""
+        """The reports with IREE's build, or ``rival``'s kernels, kept where the tuned
+        module loses to them (:mod:`.guarding`)."""
         guard = self.guard or guard_plan
-        return guard(reports, make_plan, input, stream=stream, max_depth=max_depth, route=route)
+        return guard(
+            reports, make_plan, input, stream=stream, max_depth=max_depth, route=route, rival=rival
+        )

@@ -29,6 +29,7 @@ from dcmlir.driver.offline import offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.driver.retuning import retuned_in_one_layout, retuned_without_rejected
+from dcmlir.driver.rival_plans import runs_explicit_kernels, without_explicit_kernels
 from dcmlir.driver.roles import (
     BuilderFactory,
     CostModelFactory,
@@ -238,7 +239,7 @@ def tune(
         probe_count = sum(len(p) for p in probes.values())
         parts = graph.split(max(budget - probe_count, len(found)))
 
-        explicit = _explicit_kernels_offered(model, stream)
+        explicit = _explicit_kernels_offered(model, guard, stream)
 
         def search_of(
             workload: Workload,
@@ -283,12 +284,30 @@ def tune(
             plan_of = workload_plan(result, max_depth, route)
             reports[position] = WorkloadReport(workload, result, plan_of)
             _record_outcome(graph, workload, result, len(probes.get(key, {})))
+        if guard and reports:  # with the measurers open: the rival plan is searched for
+            tuned = list(reports)
+
+            def rival() -> list[WorkloadReport]:
+                print(
+                    "dcmlir: guard: searching again without the explicit mmt4d kernels, "
+                    "to time that plan beside this one",
+                    file=stream,
+                )
+                return without_explicit_kernels(tuned, search_of, max_depth, route)
+
+            reports = roles.guarded(
+                tuned,
+                make_plan,
+                input,
+                stream,
+                max_depth=max_depth,
+                route=route,
+                rival=rival if runs_explicit_kernels(tuned) else None,
+            )
     if failed and not reports:
         raise TuneError(failed[0])
     for failure in failed:
         print(f"dcmlir: warning: {failure}; left to IREE", file=stream)
-    if guard and reports:
-        reports = roles.guarded(reports, make_plan, input, stream, max_depth=max_depth, route=route)
     plan = make_plan(reports)
     plan = roles.place(plan, input, stream) if placement else plan
     graph_path = _save_plan(plan, graph, output, db) if output is not None else None
@@ -325,19 +344,20 @@ def target_with_threads(target: Target, device: str, threads: int | None) -> Tar
     return dataclasses.replace(target, threads=threads)
 
 
-def _explicit_kernels_offered(model: LoadedModel, stream: IO[str]) -> bool:
+def _explicit_kernels_offered(model: LoadedModel, guard: bool, stream: IO[str]) -> bool:
     """Whether the explicit mmt4d kernels are in the space (docs/design.md section 12).
 
-    Not at the global-optimization level, where they are not shown to help yet: the
-    demo's encoder ran 3.22x over IREE's default with them at four T, 3.46x without
-    (before their configuration streamed the weight once). Elsewhere they are: a plan that
-    runs them leaves the entry whole (their weights exist in their own layout only) and
-    IREE's data tiling compiles the ops around them."""
-    if model.level != GLOBAL_OPT:
+    At the global-optimization level only with the guard, which times the plan beside the
+    same plan without them (:mod:`.rival_plans`): on the demo's encoder they made T = 9..24
+    30% faster and T = 1..8 25% slower, whose weights stream from memory in the model but
+    not in the kernel's own module. A plan that runs them leaves the entry whole (their
+    weights exist in their own layout only) and IREE's data tiling compiles the ops
+    around them."""
+    if model.level != GLOBAL_OPT or guard:
         return True
     if not any(packing_problem(w) is None for w in model.workloads):
         return True
-    why = "the module is tuned at IREE's global-optimization level"
+    why = "the module is tuned at IREE's global-optimization level without the guard"
     print(f"dcmlir: explicit mmt4d kernels not offered: {why}", file=stream)
     return False
 
