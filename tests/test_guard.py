@@ -21,6 +21,7 @@ from dcmlir.driver.guarding import (
     GuardSettings,
     _losses,
     _ratio,
+    _rival_over_tuned,
     cells,
     guard_plan,
     guard_points,
@@ -199,6 +200,19 @@ def test_the_rival_plan_takes_a_point_it_wins_and_is_no_iree_build() -> None:
     assert _ratio(times, 1) == 0.5  # over the faster IREE build, never over the rival
 
 
+def test_the_rival_replaces_the_plan_whole_when_faster_by_geomean() -> None:
+    times = {
+        "dcmlir": {1: 1.0, 2: 2.0, 3: 4.0},
+        "iree-default": {1: 3.0, 2: 3.0, 3: 3.0},
+        RIVAL: {1: 0.5, 2: 2.0, 3: 4.0},
+    }
+    agree = {1: [], 2: [], 3: []}
+    assert _rival_over_tuned(times, agree) == pytest.approx(0.5 ** (1 / 3))
+    assert _rival_over_tuned(times, agree | {2: [RIVAL]}) is None  # other numbers somewhere
+    no_rival = {n: t for n, t in times.items() if n != RIVAL}
+    assert _rival_over_tuned(no_rival, agree) is None
+
+
 def test_the_guard_times_a_rival_plan_and_keeps_what_it_wins(tmp_path: Path) -> None:
     stream = io.StringIO()
     report = _tuned(tmp_path, io.StringIO(), guard=False)
@@ -220,9 +234,16 @@ def test_the_guard_times_a_rival_plan_and_keeps_what_it_wins(tmp_path: Path) -> 
         rival=lambda: rival,
     )
     text = stream.getvalue()
+    (after,) = kept
+    if "its plan replaces the tuned one" in text:  # faster by geomean: the rival, whole
+        assert f"dcmlir: guard: timed beside iree-default, {TILED} at 6 T" in text, text
+        assert {k.candidate for k in after.plan.kernels} <= {
+            DefaultCandidate(),
+            DataTiledCandidate(),
+        }
+        return
     assert f"dcmlir: guard: timed beside iree-default, {TILED}, {RIVAL} at 6 T" in text, text
     assert f"dcmlir: guard: {RIVAL} over the faster IREE build, T:ratio: 1:" in text
-    (after,) = kept
     kept_line = next(line for line in text.splitlines() if " at 6 T; " in line)
     won = [int(t) for t in re.findall(rf"T=(\d+) to {RIVAL}", kept_line)]
     for point in won:  # where the rival won, its kernel runs

@@ -21,7 +21,10 @@ searched again without the explicit mmt4d kernels (:mod:`.rival_plans`). Those k
 timed as modules of one op, whose weight stays in cache; in a model whose weights do not
 fit, IREE's ukernel (which prefetches) on data tiling's layout can be faster, and only
 the whole module shows it (docs/design.md section 12). Where the rival is faster by the
-margin, twice, its kernels take that cell, as an IREE build would.
+margin by geomean over the points, its plan replaces the tuned one whole; else where it
+is faster by the margin, twice, its kernels take that cell, as an IREE build would (and
+are undone where the patched module is no faster: with any explicit kernel left in it,
+the module runs without IREE's ukernels, so the rival's kernels may not bring its speed).
 
 Nothing here is counted in the search's budget (as the placement is not); it costs three
 or four compiles and a few seconds of timing.
@@ -182,7 +185,7 @@ def _chosen_in_cell(
     ran_key = report.plan.kernels[report.plan.tree.select(at)].candidate.key()
     kernels = list(search.kernels)
     known = [k.key() for k in kernels]
-    if ran_key not in known or build_at(at).key() in (ran_key,) or build_at(at).key() not in keys:
+    if ran_key not in known:
         return None
     choice, estimate = dict(search.choice), search.estimate.copy()
     measured = dict(search.measured)
@@ -258,6 +261,16 @@ def guard_plan(
         if rival_plan is not None and timing.compiles(rival_plan, stream):
             builds[RIVAL] = rival_plan
         times, wrong = timing.run(builds, stream=stream)
+        whole = _rival_over_tuned(times, wrong)
+        if whole is not None and whole < 1.0 - settings.margin:  # the rival's module, whole
+            print(
+                f"dcmlir: guard: {RIVAL} took {whole:.2f} of the tuned module's time by geomean "
+                f"over {len(points)} T: its plan replaces the tuned one",
+                file=stream,
+            )
+            reports = rivals
+            builds = {TUNED: builds[RIVAL]} | {n: b for n, b in builds.items() if n in BUILDS}
+            times = {TUNED: times[RIVAL]} | {n: t for n, t in times.items() if n in BUILDS}
         losses = _losses(times, wrong, settings.margin)
         if losses:
             again, wrong_again = timing.run(builds, sorted(losses), stream=stream)
@@ -319,6 +332,20 @@ def _rival_reports(
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dcmlir: guard: no {RIVAL} plan: {first}", file=stream)
         return []
+
+
+def _rival_over_tuned(
+    times: Mapping[str, Mapping[int, float]], wrong: Mapping[int, list[str]]
+) -> float | None:
+    """The rival's time over the tuned module's, geomean over the points; None without a
+    rival or where its outputs differ from IREE's default anywhere. Per cell its kernels
+    cannot always bring its speed: a module running any explicit kernel is compiled with
+    IREE's ukernels off (:data:`~dcmlir.codegen.mmt4d.MMT4D_KERNEL_FLAGS`), so the packed
+    and data-tiled kernels the rival runs with them run without them there."""
+    if RIVAL not in times or any(RIVAL in names for names in wrong.values()):
+        return None
+    logs = [math.log(times[RIVAL][p] / times[TUNED][p]) for p in times[TUNED]]
+    return math.exp(sum(logs) / len(logs)) if logs else None
 
 
 def _ratio(times: Mapping[str, Mapping[int, float]], point: int) -> float:
