@@ -27,6 +27,7 @@ def _report(tmp_path: Path) -> WorkloadReport:
         dims=["1:16"],
         budget=8,
         db=tmp_path / "r.jsonl",
+        output=tmp_path / "plan.json",
         stream=io.StringIO(),
         placement=False,
         min_time=0.002,
