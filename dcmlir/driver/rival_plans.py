@@ -1,17 +1,19 @@
 """The plan the guard times beside the tuned one: the same search without its explicit
 mmt4d kernels.
 
-Those kernels are timed as modules of one op, whose weight stays in cache between calls.
-In a model whose weights do not fit the caches the ranking can flip: on the demo's
-2-layer encoder (56 MB of weights, 32 MB of L3) ``mmt4d:m2n32k1`` took 122 us alone at
-T = 1 where IREE's ``packed:m1n16k1`` ukernel took 172 us, yet the model ran 2.26 ms
-with the first and 1.82 ms with the second (the ukernel prefetches the weight it
-streams). At T = 9..24 the same kernels' 12-row tiles made the model 30% faster than
-data tiling's 16-row tiles. So the guard times both plans and keeps, cell by cell, the
-faster (:mod:`.guarding`). The rival is searched again with the explicit kernels left
-out of the space, on the same budget: its own kernels measured, never guessed (selected
-again from the first search's estimates instead, it ran kernels no one had timed and
-lost everywhere on the demo), the first search's measurements read from the records.
+Those kernels are timed as modules of one op, whose weight stays in cache between calls,
+and a module that runs any of them is compiled with IREE's ukernels off (their tiles
+have none), so every packed or data-tiled kernel beside them runs as IREE's codegen. In
+a model whose weights do not fit the caches the ranking can flip: on the demo's 2-layer
+encoder (56 MB of weights, 32 MB of L3) ``mmt4d:m2n32k1`` took 122 us alone at T = 1
+where IREE's ``packed:m1n16k1`` ukernel took 172 us, yet the model ran 2.26 ms with the
+first and 1.82 ms with the second. At T = 9..24 the same kernels' 12-row tiles made the
+model 30% faster than data tiling's 16-row tiles. So the guard times both plans and keeps
+the faster: whole where it is faster by geomean, else cell by cell (:mod:`.guarding`).
+The rival is searched again with the explicit kernels left out of the space, on the same
+budget: its own kernels measured, never guessed (selected again from the first search's
+estimates instead, it ran kernels no one had timed and lost everywhere on the demo), the
+first search's measurements read from the records.
 """
 
 from __future__ import annotations

@@ -349,10 +349,10 @@ def _explicit_kernels_offered(model: LoadedModel, guard: bool, stream: IO[str]) 
 
     At the global-optimization level only with the guard, which times the plan beside the
     same plan without them (:mod:`.rival_plans`): on the demo's encoder they made T = 9..24
-    30% faster and T = 1..8 25% slower, whose weights stream from memory in the model but
-    not in the kernel's own module. A plan that runs them leaves the entry whole (their
-    weights exist in their own layout only) and IREE's data tiling compiles the ops
-    around them."""
+    30% faster and T = 1..8 25% slower (there the model streams weights its op alone kept
+    in cache, and runs without IREE's ukernels). A plan that runs them leaves the entry
+    whole (their weights exist in their own layout only) and IREE's data tiling compiles
+    the ops around them."""
     if model.level != GLOBAL_OPT or guard:
         return True
     if not any(packing_problem(w) is None for w in model.workloads):
