@@ -62,8 +62,11 @@ def test_a_plan_running_explicit_kernels_is_searched_again_without_them(tmp_path
         asked.append((workload, left_out))
         return found.search
 
-    rival = without_explicit_kernels([explicit, found], search_without, None, "config")
-    assert asked == [(found.workload, frozenset({"mmt4d:m8n32k1"}))]  # the other as it is
-    assert rival[1] is found
+    # in the space but not in the plan: searched again too (they took part of its budget)
+    in_space = dataclasses.replace(explicit, plan=found.plan)
+    rival = without_explicit_kernels([explicit, found, in_space], search_without, None, "config")
+    left_out = frozenset({"mmt4d:m8n32k1"})
+    assert asked == [(found.workload, left_out), (found.workload, left_out)]
+    assert rival[1] is found  # no explicit kernel in its space: as it is
     assert not runs_explicit_kernels(rival)
-    assert rival[0].plan.kernels == found.plan.kernels
+    assert rival[0].plan.kernels == rival[2].plan.kernels == found.plan.kernels
