@@ -27,7 +27,8 @@ are undone where the patched module is no faster: with any explicit kernel left 
 the module runs without IREE's ukernels, so the rival's kernels may not bring its speed).
 
 Nothing here is counted in the search's budget (as the placement is not); it costs three
-or four compiles and a few seconds of timing.
+or four compiles and a few seconds of timing, and with a rival its searches (one line
+gives the pairs they timed) and one more compile.
 """
 
 from __future__ import annotations

@@ -293,7 +293,15 @@ def tune(
                     "to time that plan beside this one",
                     file=stream,
                 )
-                return without_explicit_kernels(tuned, search_of, max_depth, route)
+                found = without_explicit_kernels(tuned, search_of, max_depth, route)
+                again = [r for r, t in zip(found, tuned, strict=True) if r is not t]
+                timed = sum(r.search.measured_now for r in again)
+                print(
+                    f"dcmlir: guard: the rival's searches timed {timed} new pairs "
+                    "(beyond the budget)",
+                    file=stream,
+                )
+                return found
 
             reports = roles.guarded(
                 tuned,
