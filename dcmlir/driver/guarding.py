@@ -272,6 +272,7 @@ def guard_plan(
             reports = rivals
             builds = {TUNED: builds[RIVAL]} | {n: b for n, b in builds.items() if n in BUILDS}
             times = {TUNED: times[RIVAL]} | {n: t for n, t in times.items() if n in BUILDS}
+            wrong = {p: [n for n in names if n in BUILDS] for p, names in wrong.items()}
         losses = _losses(times, wrong, settings.margin)
         if losses:
             again, wrong_again = timing.run(builds, sorted(losses), stream=stream)
