@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from dcmlir.build.compiler import BuildError
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
@@ -60,6 +60,7 @@ from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.progress import Progress
 from dcmlir.search.outcome import SearchResult
+from dcmlir.search.selection import finite_geomean
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget
@@ -75,6 +76,7 @@ RIVAL = "dcmlir-without-mmt4d"
 BUILDS: dict[str, Candidate] = {DEFAULT: DefaultCandidate(), TILED: DataTiledCandidate()}
 
 MakePlan = Callable[[Sequence[WorkloadReport]], Plan]
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -270,8 +272,7 @@ def guard_plan(
                 file=stream,
             )
             reports = rivals
-            builds = {TUNED: builds[RIVAL]} | {n: b for n, b in builds.items() if n in BUILDS}
-            times = {TUNED: times[RIVAL]} | {n: t for n, t in times.items() if n in BUILDS}
+            builds, times = _rival_as_tuned(builds), _rival_as_tuned(times)
             wrong = {p: [n for n in names if n in BUILDS] for p, names in wrong.items()}
         losses = _losses(times, wrong, settings.margin)
         if losses:
@@ -346,8 +347,13 @@ def _rival_over_tuned(
     and data-tiled kernels the rival runs with them run without them there."""
     if RIVAL not in times or any(RIVAL in names for names in wrong.values()):
         return None
-    logs = [math.log(times[RIVAL][p] / times[TUNED][p]) for p in times[TUNED]]
-    return math.exp(sum(logs) / len(logs)) if logs else None
+    return finite_geomean([times[RIVAL][p] / times[TUNED][p] for p in times[TUNED]])
+
+
+def _rival_as_tuned(by_build: Mapping[str, Item]) -> dict[str, Item]:
+    """``by_build`` with the rival under the tuned module's name, beside IREE's builds
+    only (the rival's plan in place of the tuned one, or its ratios in the table)."""
+    return {TUNED: by_build[RIVAL]} | {n: v for n, v in by_build.items() if n in BUILDS}
 
 
 def _ratio(times: Mapping[str, Mapping[int, float]], point: int) -> float:
@@ -469,6 +475,6 @@ def _print_table(
     print(f"dcmlir: guard: tuned over the faster IREE build, T:ratio: {cells_}", file=stream)
     if RIVAL not in before:
         return
-    rival = {TUNED: before[RIVAL]} | {n: t for n, t in before.items() if n in BUILDS}
+    rival = _rival_as_tuned(before)
     cells_ = " ".join(f"{t}:{_ratio(rival, t):.2f}" for t in sorted(before[RIVAL]))
     print(f"dcmlir: guard: {RIVAL} over the faster IREE build, T:ratio: {cells_}", file=stream)
