@@ -13,7 +13,10 @@ interleaved per T, every output checked against torch (float64):
 - ``encodings-only``: the same kernels, the rest compiled without data tiling (the
   flags of a plan without explicit kernels: only dcmlir's own encodings are data-tiled);
 - ``data-tiling-ukernels-off``: no explicit kernel, IREE's data tiling with the
-  ukernels off (what turning them off costs the other contractions).
+  ukernels off (what turning them off costs the other contractions);
+- ``double-tiling, ukernels on`` / ``off``: dcmlir's configuration with IREE's
+  ``DoubleTilingExpert`` pipeline in place of ``Mmt4dTilingExpert``, whose passes include
+  no ukernel lowering (so the module could keep its ukernels for the other contractions).
 
 Cells: each build's time over data tiling's, the median of per-round ratios.
 
@@ -89,6 +92,7 @@ def main() -> int:
     off = tuple(f for f in DATA_TILING_FLAGS if "ukernels" not in f) + MMT4D_KERNEL_FLAGS
     target = CpuTarget()
     ours = explicit_module(text, args.m0, max(seq))
+    double_tiling = ours.replace("Mmt4dTilingExpert", "DoubleTilingExpert")
     sources = {
         BASE: (text, DATA_TILING_FLAGS),
         f"{BASE} (copy)": (text, DATA_TILING_FLAGS),
@@ -96,6 +100,8 @@ def main() -> int:
         "streamed-once": (ours, off),
         "encodings-only": (ours, ENCODED_KERNEL_FLAGS + MMT4D_KERNEL_FLAGS),
         "data-tiling-ukernels-off": (text, off),
+        "double-tiling, ukernels on": (double_tiling, DATA_TILING_FLAGS),
+        "double-tiling, ukernels off": (double_tiling, off),
     }
     with tempfile.TemporaryDirectory(prefix="dcmlir-explicit-") as scratch:
         variants = []
@@ -146,7 +152,9 @@ def main() -> int:
         "data_tiling_ms": {str(t): results[t].timings[BASE].median * 1e3 for t in seq},
         "errors": errors,
         "max_error": worst,
-        "command": f"python benchmarks/explicit_in_model.py --layers {args.layers}",
+        "command": (
+            f"python benchmarks/explicit_in_model.py --layers {args.layers} --rounds {args.rounds}"
+        ),
         "table": lines,
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
