@@ -45,8 +45,10 @@ COMMAND = "python benchmarks/mmt4d_tiles.py"
 BASE = DataTiledCandidate().key()
 
 
-def measure(name: str, m0s: list[int], settings: MeasureSettings) -> dict:
-    """Every kernel at every T of :data:`SHAPES`, per-round ratios to data tiling's."""
+def measure(
+    name: str, m0s: list[int], settings: MeasureSettings, shapes: tuple[int, ...] = SHAPES
+) -> dict:
+    """Every kernel at every T of ``shapes``, per-round ratios to data tiling's."""
     target = CpuTarget.from_overrides({})
     kernels = [DefaultCandidate(), DataTiledCandidate(), *(Mmt4dCandidate(m, 32) for m in m0s)]
     for kernel in kernels[2:]:
@@ -60,9 +62,9 @@ def measure(name: str, m0s: list[int], settings: MeasureSettings) -> dict:
         db = RecordDatabase(Path(scratch) / "records.jsonl", fsync=False)
         runner = RunnerSettings(settings)
         with Measurer(workload, target, db, runner_settings=runner, stream=sys.stderr) as m:
-            report = m.measure(kernels, [(t,) for t in SHAPES])
+            report = m.measure(kernels, [(t,) for t in shapes])
     rows = {}
-    for t in SHAPES:
+    for t in shapes:
         base = report.records[(BASE, (t,))].times
         row = {"datatiled_us": statistics.median(base) * 1e6}
         for kernel in kernels:
@@ -110,17 +112,20 @@ def main() -> int:
     parser.add_argument("--m0", default="8,12,14", help="explicit tiles' rows (N0 = 32)")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--min-time", type=float, default=0.03)
+    parser.add_argument("--seq", default=",".join(map(str, SHAPES)), help="the T timed")
+    parser.add_argument("--out", default=str(OUT), help="folder for mmt4d_tiles.{json,md}")
     args = parser.parse_args()
     settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warm_calls=1)
     m0s = [int(m) for m in args.m0.split(",")]
     results = []
     for name in args.workloads.split(","):
         say(f"{name}: default, data tiling and mmt4d M0 = {args.m0}")
-        results.append(measure(name, m0s, settings))
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "mmt4d_tiles.json").write_text(json.dumps(results, indent=1) + "\n")
+        results.append(measure(name, m0s, settings, tuple(int(t) for t in args.seq.split(","))))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mmt4d_tiles.json").write_text(json.dumps(results, indent=1) + "\n")
     text = markdown(results, settings)
-    (OUT / "mmt4d_tiles.md").write_text(text)
+    (out / "mmt4d_tiles.md").write_text(text)
     print(text)
     return 0
 
