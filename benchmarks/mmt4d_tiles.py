@@ -81,9 +81,9 @@ def measure(
     return {"workload": name, "kernels": [k.key() for k in kernels[2:]], "rows": rows}
 
 
-def markdown(results: list[dict], settings: MeasureSettings) -> str:
+def markdown(results: list[dict], settings: MeasureSettings, command: str = COMMAND) -> str:
     lines = [
-        f"Reproduce: `{COMMAND}`. One thread, `local-sync`, the weight a module constant;"
+        f"Reproduce: `{command}`. One thread, `local-sync`, the weight a module constant;"
         f" {settings.rounds} interleaved rounds of >= {settings.min_time * 1e3:.0f} ms per"
         " kernel and T, each after an untimed call; every output checked. Cells: time over"
         " IREE data tiling's (median of per-round ratios); data tiling and IREE default in us.",
@@ -124,7 +124,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "mmt4d_tiles.json").write_text(json.dumps(results, indent=1) + "\n")
-    text = markdown(results, settings)
+    command = " ".join([COMMAND, *sys.argv[1:]])
+    text = markdown(results, settings, command)
     (out / "mmt4d_tiles.md").write_text(text)
     print(text)
     return 0
