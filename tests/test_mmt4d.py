@@ -41,7 +41,7 @@ from dcmlir.tools.cli import main
 
 def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
     avx512 = CpuTarget(vector_bits=512)  # 32 registers: 14 x 2 accumulators + 2 + 1
-    rows = (1, 2, 4, 8, 9, 10, 11, 12, 14)
+    rows = (1, 2, 4, 8, 12, 14)
     assert [c.key() for c in mmt4d_space(avx512)] == [f"mmt4d:m{m}n32k1" for m in rows]
     avx2 = CpuTarget(vector_bits=256)  # 16 registers of 8 lanes: 4 x 16 at most
     assert [c.key() for c in mmt4d_space(avx2)] == [f"mmt4d:m{m}n16k1" for m in (1, 2, 4)]

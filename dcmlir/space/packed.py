@@ -140,15 +140,11 @@ def packed_space(target: CpuTarget) -> list[PackedCandidate]:
     return [PackedCandidate(m0, target.lanes) for m0 in PACKED_M0]
 
 
-MMT4D_M0 = (1, 2, 4, 8, 9, 10, 11, 12, 14)
+MMT4D_M0 = (1, 2, 4, 8, 12, 14)
 """Rows of an explicit mmt4d tile, where the target's registers hold its accumulators,
 its weight vectors and the broadcast (:func:`mmt4d_space`). 12 and 14 fill what 8 leaves:
 at T = 9..14 one 12- or 14-row tile runs where 8 runs two and data tiling's 16-row tile
-pads; 0.66-0.88 of data tiling's time there (benchmarks/mmt4d_tiles.py, design.md §12).
-Past 8 rows a tile's time is about its rows, padding included (43-45 us a row on BERT's
-FFN, every M0 from 6 to 14 and data tiling alike), so 9, 10 and 11 pad least at T = 9..11
-and 17..22: T = 17 as two 9-row tiles took 0.50-0.56 of data tiling's time against
-0.66-0.74 as two 12-row tiles (docs/results/mmt4d_odd_tiles/)."""
+pads; 0.66-0.88 of data tiling's time there (benchmarks/mmt4d_tiles.py, design.md §12)."""
 
 
 @dataclass(frozen=True)
