@@ -152,9 +152,7 @@ def main() -> int:
         "data_tiling_ms": {str(t): results[t].timings[BASE].median * 1e3 for t in seq},
         "errors": errors,
         "max_error": worst,
-        "command": (
-            f"python benchmarks/explicit_in_model.py --layers {args.layers} --rounds {args.rounds}"
-        ),
+        "command": " ".join(["python benchmarks/explicit_in_model.py", *sys.argv[1:]]),
         "table": lines,
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -117,10 +117,11 @@ def main() -> int:
     args = parser.parse_args()
     settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warm_calls=1)
     m0s = [int(m) for m in args.m0.split(",")]
+    shapes = tuple(int(t) for t in args.seq.split(","))
     results = []
     for name in args.workloads.split(","):
         say(f"{name}: default, data tiling and mmt4d M0 = {args.m0}")
-        results.append(measure(name, m0s, settings, tuple(int(t) for t in args.seq.split(","))))
+        results.append(measure(name, m0s, settings, shapes))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "mmt4d_tiles.json").write_text(json.dumps(results, indent=1) + "\n")
