@@ -85,18 +85,29 @@ class ModelSpec:
 
     kind: str
     layers: int
+    factory: str = ""  # kind "factory": the package.module:factory import-torch --model takes
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
+        if ":" in text:  # the user's factory (benchmarks/factory_models.py holds two)
+            return cls("factory", 0, text.strip())
         match = _MODEL.match(text.strip())
         if match is None:
             raise SystemExit(
-                f"--models: '{text}' is not gpt2-Nl, llama-Nl or bert-Nl (e.g. gpt2-12l)"
+                f"--models: '{text}' is not gpt2-Nl, llama-Nl, bert-Nl (e.g. gpt2-12l) or "
+                "package.module:factory"
             )
         return cls(match.group(1), int(match.group(2)))
 
     @property
+    def name(self) -> str:
+        """As ``--models`` names it."""
+        return self.factory or f"{self.kind}-{self.layers}l"
+
+    @property
     def slug(self) -> str:
+        if self.factory:
+            return self.factory.rpartition(":")[2]
         return f"{self.kind}_{self.layers}l"
 
     @property
@@ -132,6 +143,8 @@ def make_module(spec: ModelSpec, args: argparse.Namespace) -> Module:
         return Module(path, model.text, parameters, config.describe(), config)
     if spec.kind == "llama":
         return _llama_module(spec, path, args.max_t)
+    if spec.kind == "factory":
+        return _factory_module(spec, path, args.max_t)
     from dcmlir.models.hf_models import Gpt2Config, gpt2, model_header  # needs no torch
 
     gpt = Gpt2Config(spec.layers, seq=(1, args.max_t), lm_head=args.lm_head)
@@ -173,11 +186,32 @@ def _llama_module(spec: ModelSpec, path: Path, max_t: int) -> Module:
     return Module(path, path.read_text(encoding="utf-8"), parameters, model.description)
 
 
-def _reusable(path: Path, first_line: str) -> bool:
+def _factory_module(spec: ModelSpec, path: Path, max_t: int) -> Module:
+    """The factory's model imported as a user imports it (``dcmlir import-torch --model``:
+    its header lets run-model rebuild it for the reference and the peers)."""
+    from dcmlir.models.hf_models import source_from_text
+    from dcmlir.tools.cli import main as cli
+
+    if not _reusable(path, f'"spec": "{spec.factory}"', whole=False):
+        say(f"{spec.slug}: importing {spec.factory} (dcmlir import-torch --model)")
+        argv = ["import-torch", "--model", spec.factory, "--seq", f"1:{max_t}", "-o", str(path)]
+        if cli(argv) != 0:
+            raise SystemExit(f"{spec.factory}: import-torch failed")
+    else:
+        say(f"{spec.slug}: reusing {path}")
+    text = path.read_text(encoding="utf-8")
+    if source_from_text(text) is None:
+        raise SystemExit(f"{spec.factory}: no factory header (several dynamic dims?)")
+    parameters = ParameterFile(str(path.with_suffix(".irpa")), "model")
+    return Module(path, text, parameters, f"{spec.factory}, T in 1..{max_t}")
+
+
+def _reusable(path: Path, first_line: str, whole: bool = True) -> bool:
     if not path.exists() or not path.with_suffix(".irpa").exists():
         return False
     with path.open(encoding="utf-8") as file:
-        return file.readline().rstrip("\n") == first_line
+        found = file.readline().rstrip("\n")
+    return found == first_line if whole else first_line in found
 
 
 def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, Any]:
@@ -240,8 +274,8 @@ def run(spec: ModelSpec, args: argparse.Namespace, results: Path) -> dict[str, A
     )
     for line in result.table():
         print(line, file=sys.stderr)
-    command = f"{COMMAND} --models {spec.kind}-{spec.layers}l --budget {args.budget}"
-    if args.device != "local-sync":
+    command = f"{COMMAND} --models {spec.name} --budget {args.budget}"
+    if args.device != "local-sync" or args.results != str(RESULTS):
         command += f" --device {args.device} --results {args.results} --no-docs"
     return {
         "slug": spec.slug,
@@ -300,7 +334,9 @@ def main() -> int:
     parser.add_argument(
         "--models",
         default="gpt2-2l,gpt2-12l,bert-12l",
-        help="gpt2-Nl, bert-Nl, comma-separated (default: %(default)s)",
+        help="gpt2-Nl, llama-Nl, bert-Nl or package.module:factory (benchmarks/factory_models.py "
+        "holds factory_models:qwen2 and factory_models:gpt_neox), comma-separated "
+        "(default: %(default)s)",
     )
     parser.add_argument("--budget", type=int, default=600, help="tuning measurements per model")
     parser.add_argument("--seq", default=DEFAULT_SEQ, help="T values (default: %(default)s)")

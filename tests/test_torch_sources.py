@@ -16,6 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dcmlir.bench.model_compare import reference_for  # noqa: E402
+from dcmlir.bench.model_inputs import ModelRunError  # noqa: E402
 from dcmlir.ir.iree import ParameterFile, load_function  # noqa: E402
 from dcmlir.ir.mlir import ir  # noqa: E402
 from dcmlir.measure.timing import relative_error  # noqa: E402
@@ -264,6 +266,15 @@ def raises():
     raise ValueError("no weights here")
 
 
+def unseeded():
+    import numpy as np
+
+    model = Gate().eval()
+    with torch.no_grad():  # weights from an unseeded generator: another model each call
+        model.up.weight.copy_(torch.from_numpy(np.random.default_rng().random((48, 32))))
+    return model, (torch.randn(7, 32), torch.randn(7, 48)), [{0: "seq"}, {0: "seq"}]
+
+
 count = 3
 '''
 
@@ -279,7 +290,10 @@ def factory_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_factory_imports_tunes_compiles_and_matches_torch(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, factory_module: str
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    factory_module: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     module = tmp_path / "gate.mlir"
     code, out, err = run(
@@ -299,6 +313,35 @@ def test_factory_imports_tunes_compiles_and_matches_torch(
         gate = rng.standard_normal((seq_len, 48), dtype=np.float32)
         (got,) = function(x, gate)
         assert relative_error(got, torch_reference(model, [x, gate])) <= 1e-4, seq_len
+    # the header rebuilds the model (from elsewhere too): run-model's reference and torch peer
+    assert module.read_text().startswith('// dcmlir-model: factory {"axes": [0, 0], "dir": ')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    sys.modules.pop(factory_module)
+    code, out, err = run(
+        capsys, "run-model", str(module), "--plan", str(tmp_path / "plan.json"), "--seq", "1,9",
+        "--peers", "torch", "--min-time", "0.001", "--rounds", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "every output checked against torch (float64)" in out, out
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("9 |"))
+    assert "n/a" not in row, out
+
+
+def test_factory_that_builds_other_weights_is_refused_by_run_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, factory_module: str
+) -> None:
+    module = tmp_path / "gate.mlir"
+    spec = f"{factory_module}:unseeded"
+    code, _, err = run(capsys, "import-torch", "--model", spec, "-o", str(module))
+    assert code == 0, err
+    source = source_from_text(module.read_text())
+    assert source is not None and source.seq_axes == (0, 0) and source.seq == (1, 128)
+    with pytest.raises(ValueError, match=rf"^{spec}: the factory now builds other weights"):
+        source.build()
+    with pytest.raises(ModelRunError, match=rf"^{spec}: the factory now builds other weights"):
+        reference_for("torch", module.read_text(), default=None, threads=1)  # run-model's
 
 
 @pytest.mark.parametrize(

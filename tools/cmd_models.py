@@ -25,6 +25,7 @@ from dcmlir.models import (
     generate_encoder,
     save_model,
 )
+from dcmlir.models.factory_source import factory_header
 from dcmlir.models.hf_models import HF_FAMILIES, HF_SIZE_KEYS, hf_model
 from dcmlir.shapes import parse_range
 from dcmlir.tools.common import CliError, positive_int, seed
@@ -364,6 +365,9 @@ def _import_model(args: argparse.Namespace, torch: Any, torch_import: Any) -> tu
         imported = torch_import.import_torch(
             made.module, made.example_inputs, dims, input_dims=made.input_dims, **options
         )
+        header = factory_header(spec, made.directory, args.seed, seq, made.input_dims, made.module)
+        if header:  # run-model rebuilds the factory's model from it
+            imported = dataclasses.replace(imported, text=f"{header}\n{imported.text}")
         count = len(made.example_inputs)
         names = ", ".join(made.dim_names)
         return spec, f"{count} input{'s' * (count > 1)}, {names} in {seq[0]}..{seq[1]}", imported

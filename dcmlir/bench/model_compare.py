@@ -185,7 +185,10 @@ def _torch_reference(source: TorchSource, threads: int) -> Reference:
             "--reference torch: torch is not installed (pip install torch==2.13.0 for the CPU "
             "wheel, or use --reference numpy)"
         )
-    fn = model_peers.torch_reference(source, threads)
+    try:  # a factory's model is rebuilt here: gone, or other weights, is one line
+        fn = model_peers.torch_reference(source, threads)
+    except ValueError as err:
+        raise ModelRunError(str(err)) from None
     eager = HostModel(TORCH, functools.partial(model_peers.TorchEager, source.build, threads))
     return Reference("torch (float64)", fn, eager)
 

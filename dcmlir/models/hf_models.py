@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dcmlir.ir.iree import ParameterFile
 from dcmlir.models.bert import EncoderConfig
+from dcmlir.models.factory_source import FACTORY_KIND, factory_fields
 
 if TYPE_CHECKING:  # torch is optional: only building a model needs it
     import torch
@@ -421,10 +422,8 @@ def _bert(size: Mapping[str, int], seq: tuple[int, int], seed: int) -> tuple[nn.
 
 
 def llama_module(size: Mapping[str, int], seed: int = 0) -> nn.Module:
-    """``transformers.LlamaModel`` of :data:`HF_SIZE_KEYS` sizes, seeded, taking token ids.
-
-    RoPE has no table to bound ``T`` (``positions`` only sets ``max_position_embeddings``).
-    """
+    """``transformers.LlamaModel`` of :data:`HF_SIZE_KEYS` sizes, seeded, taking token ids
+    (RoPE has no table to bound ``T``: ``positions`` sets ``max_position_embeddings`` only)."""
     try:
         import torch
         import transformers
@@ -464,10 +463,8 @@ def model_header(config: Gpt2Config) -> str:
 
 
 def source_from_text(text: str) -> TorchSource | None:
-    """The torch model a module saved by :meth:`BuiltModel.save` came from, else None.
-
-    A header that names an unknown model or bad sizes is a ValueError.
-    """
+    """The torch model the module's header names (:meth:`BuiltModel.save`'s, a factory's),
+    else None; a header naming an unknown model or bad sizes is a ValueError."""
     match = _HEADER.match(text.split("\n", 1)[0])
     if match is None:
         return None
@@ -476,6 +473,8 @@ def source_from_text(text: str) -> TorchSource | None:
         return _family_source(kind, fields)
     if kind == "onnx":  # an ONNX file, not a torch model (dcmlir.models.onnx_source)
         return None
+    if kind == FACTORY_KIND:  # the user's package.module:factory
+        return TorchSource(*factory_fields(fields))
     if kind != "gpt2":
         raise ValueError(f"the module's header names an unknown model '{kind}'")
     try:

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,25 +37,27 @@ class FactoryModel:
     module: nn.Module
     example_inputs: list[torch.Tensor]
     input_dims: list[dict[int, str]]
+    directory: str = ""  # where ``package`` was found: what a rebuild puts first on the path
 
     @property
     def dim_names(self) -> list[str]:
         return sorted({name for dims in self.input_dims for name in dims.values()})
 
 
-def model_from_factory(spec: str) -> FactoryModel:
-    """Import ``package.module`` (the current directory first on the path), call
-    ``factory()`` and check what it returns; every mistake is a one-line error."""
+def model_from_factory(spec: str, directory: str | None = None) -> FactoryModel:
+    """Import ``package.module`` (``directory``, by default the current one, first on the
+    path), call ``factory()`` and check what it returns; every mistake is a one-line error."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise TorchImportError(f"'{spec}' is not package.module:factory")
-    sys.path.insert(0, os.getcwd())
+    directory = directory or os.getcwd()
+    sys.path.insert(0, directory)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and module_name.startswith(err.name):
             raise TorchImportError(
-                f"{spec}: no module '{err.name}' (on the Python path or in the current directory)"
+                f"{spec}: no module '{err.name}' (on the Python path or in {_where(directory)})"
             ) from None
         raise TorchImportError(f"{spec}: importing '{module_name}' failed: {err}") from err
     except Exception as err:  # the user's module: anything at import time
@@ -62,7 +65,7 @@ def model_from_factory(spec: str) -> FactoryModel:
             f"{spec}: importing '{module_name}' failed: {type(err).__name__}: {err}"
         ) from err
     finally:
-        sys.path.remove(os.getcwd())
+        sys.path.remove(directory)
     factory = getattr(module, attribute, None)
     if factory is None:
         raise TorchImportError(f"{spec}: module '{module_name}' has no attribute '{attribute}'")
@@ -72,7 +75,23 @@ def model_from_factory(spec: str) -> FactoryModel:
         made = factory()
     except Exception as err:  # the user's factory: anything
         raise TorchImportError(f"{spec}: the factory raised {type(err).__name__}: {err}") from err
-    return _check_factory_result(spec, made)
+    found = _check_factory_result(spec, made)
+    found.directory = _package_root(module, module_name) or directory
+    return found
+
+
+def _package_root(module: Any, module_name: str) -> str | None:
+    """The directory ``module_name`` is imported from (its top package's parent)."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    depth = module_name.count(".") + 1 + (path.name == "__init__.py")
+    return str(path.parents[depth - 1])
+
+
+def _where(directory: str) -> str:
+    return "the current directory" if directory == os.getcwd() else f"'{directory}'"
 
 
 _CONVENTION = "(nn.Module, example_inputs[, dynamic_axes])"

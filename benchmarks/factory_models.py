@@ -1,0 +1,75 @@
+"""Two decoders dcmlir has no built-in for, as a user brings them: ``package.module:factory``.
+
+Held-out checks of the factory path (``dcmlir import-torch --model``), the tuner and
+``run-model``'s peers on architectures no dcmlir code was written or tuned for:
+
+- ``qwen2``: ``transformers.Qwen2ForCausalLM``, 2 layers at Qwen2-0.5B's widths (hidden
+  896, 14 heads of 64 with 2 K/V heads, SwiGLU FFN 4864, biased Q/K/V), vocabulary cut
+  to 8000, tied LM head: logits ``[1, T, 8000]``;
+- ``gpt_neox``: ``transformers.GPTNeoXForCausalLM``, 2 layers, hidden 512, 8 heads,
+  FFN 2048, rotary on a quarter of each head, parallel attention and MLP, vocabulary
+  8000: logits ``[1, T, 8000]``.
+
+Seeded by the command (``--seed``), random weights, token ids ``input_ids [1, T]``. The
+whole comparison (import, tune, every peer)::
+
+    python benchmarks/model_benchmark.py --models factory_models:qwen2,factory_models:gpt_neox \
+        --budget 200 --results docs/results/factory_decoders --no-docs
+
+or by hand, in ``benchmarks/`` (the factory's module is found in the current directory)::
+
+    dcmlir import-torch --model factory_models:qwen2 --seq 1:128 -o /tmp/q/qwen2.mlir
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers  # type: ignore[import-untyped]
+
+VOCAB = 8000
+
+
+class TokenLogits(torch.nn.Module):
+    """``input_ids [1, T]`` -> logits ``[1, T, V]`` (no KV cache)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.inner(input_ids=input_ids, use_cache=False).logits
+
+
+def _made(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
+    ids = torch.zeros((1, 9), dtype=torch.int64)
+    return TokenLogits(model.eval()).eval(), (ids,), [{1: "seq"}]
+
+
+def qwen2() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
+    config = transformers.Qwen2Config(
+        hidden_size=896,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        num_hidden_layers=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        attn_implementation="sdpa",
+    )
+    return _made(transformers.Qwen2ForCausalLM(config))
+
+
+def gpt_neox() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
+    config = transformers.GPTNeoXConfig(
+        hidden_size=512,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        num_hidden_layers=2,
+        vocab_size=VOCAB,
+        rotary_pct=0.25,
+        max_position_embeddings=2048,
+        use_parallel_residual=True,
+        attn_implementation="sdpa",
+    )
+    return _made(transformers.GPTNeoXForCausalLM(config))
