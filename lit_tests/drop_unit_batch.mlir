@@ -41,6 +41,30 @@ func.func @transposed_weight(%x: tensor<1x?x64xf32>, %w: tensor<1x32x64xf32>, %i
   return %r : tensor<1x?x32xf32>
 }
 
+// RoPE's frequencies: [1, 32, 1] x positions [1, 1, T], the dynamic dim is N (from a
+// Qwen2 exported to ONNX): the expanded result takes the product's N.
+// CHECK-LABEL: func.func @dynamic_n
+// CHECK: %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<32x1xf32>, tensor<1x?xf32>) outs(%{{.*}} : tensor<32x?xf32>)
+// CHECK: %[[N:.*]] = tensor.dim %[[P]], %{{.*}} : tensor<32x?xf32>
+// CHECK: tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [1, 32, %[[N]]] : tensor<32x?xf32> into tensor<1x32x?xf32>
+func.func @dynamic_n(%f: tensor<1x32x1xf32>, %p: tensor<1x1x?xf32>, %init: tensor<1x32x?xf32>) -> tensor<1x32x?xf32> {
+  // expected-remark @below {{rewritten as linalg.matmul (unit batch)}}
+  %r = linalg.batch_matmul ins(%f, %p : tensor<1x32x1xf32>, tensor<1x1x?xf32>) outs(%init : tensor<1x32x?xf32>) -> tensor<1x32x?xf32>
+  return %r : tensor<1x32x?xf32>
+}
+
+// M and N both dynamic: both sizes come from the product.
+// CHECK-LABEL: func.func @dynamic_m_and_n
+// CHECK: %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x8xf32>, tensor<8x?xf32>) outs(%{{.*}} : tensor<?x?xf32>)
+// CHECK: %[[M:.*]] = tensor.dim %[[P]], %{{.*}} : tensor<?x?xf32>
+// CHECK: %[[N:.*]] = tensor.dim %[[P]], %{{.*}} : tensor<?x?xf32>
+// CHECK: tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [1, %[[M]], %[[N]]] : tensor<?x?xf32> into tensor<1x?x?xf32>
+func.func @dynamic_m_and_n(%a: tensor<1x?x8xf32>, %b: tensor<1x8x?xf32>, %init: tensor<1x?x?xf32>) -> tensor<1x?x?xf32> {
+  // expected-remark @below {{rewritten as linalg.matmul (unit batch)}}
+  %r = linalg.batch_matmul ins(%a, %b : tensor<1x?x8xf32>, tensor<1x8x?xf32>) outs(%init : tensor<1x?x?xf32>) -> tensor<1x?x?xf32>
+  return %r : tensor<1x?x?xf32>
+}
+
 // Attention's batch (heads) and a dynamic batch are real batches: untouched.
 // CHECK-LABEL: func.func @real_batches
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<12x?x64xf32>

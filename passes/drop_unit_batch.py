@@ -94,15 +94,16 @@ def _rewrite(op: ir.Operation, layout: str) -> None:
             maps = [ir.AffineMap.get(3, 0, e) for e in ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])]
             product = linalg.matmul(a2, b2, outs=[c2], indexing_maps=maps)
         wanted = ir.RankedTensorType(result.type)
-        rows = tensor.DimOp(product, _index(0)).result
         dynamic = ir.ShapedType.get_dynamic_size()
-        expanded = tensor.ExpandShapeOp(
-            wanted,
-            product,
-            _reassociation(),
-            [rows] if wanted.is_dynamic_dim(1) else [],
-            [1, dynamic if wanted.is_dynamic_dim(1) else wanted.shape[1], wanted.shape[2]],
-        ).result
+        # M, N or both may be dynamic (RoPE's [1, 32, 1] x [1, 1, T] has N = T): each
+        # dynamic dim of the result is the product's size there
+        sizes = [
+            tensor.DimOp(product, _index(dim - 1)).result
+            for dim in (1, 2)
+            if wanted.is_dynamic_dim(dim)
+        ]
+        static = [1, *(dynamic if wanted.is_dynamic_dim(d) else wanted.shape[d] for d in (1, 2))]
+        expanded = tensor.ExpandShapeOp(wanted, product, _reassociation(), sizes, static).result
     result.replace_all_uses_with(expanded)
     op.erase()
 

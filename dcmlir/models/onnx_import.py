@@ -310,5 +310,12 @@ def _matmuls_without_unit_batch(text: str) -> str:
         module = ir.Module.parse(text)
         if not drop_unit_batch(module.operation):
             return text
-        passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+        try:
+            passmanager.PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+        except ir.MLIRError as err:  # a form the rewrite gets wrong: one line, not a traceback
+            lines = str(err).splitlines()
+            first = next((line.strip() for line in lines if "error:" in line), lines[0])
+            raise OnnxImportError(
+                f"dcmlir-drop-unit-batch left invalid IR (a dcmlir bug, please report it): {first}"
+            ) from None
         return str(module)
