@@ -101,6 +101,7 @@ LAZY_IMPORTS = {
     "matplotlib": "optional extra (plots)",
     "sklearn": "0.8 s to import; only a fitted cost model needs it",
     "dcmlir.models.torch_import": "imports torch, an optional extra",
+    "dcmlir.models.torch_factory": "imports torch, an optional extra",
     "iree.compiler.extras": "the FX importer imports torch, an optional extra",
     "iree.compiler.tools.import_onnx": "IREE's ONNX importer imports onnx, an optional extra",
     "onnxruntime": "optional extra; importing it writes $TMPDIR/.ses, so only its peer does",

@@ -16,6 +16,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dcmlir.models.torch_guards import TorchImportError
+
 if TYPE_CHECKING:  # torch is optional: only rebuilding a model needs it
     from torch import nn
 
@@ -80,7 +82,6 @@ def rebuild(spec: str, directory: str, seed: int, digest: str) -> Any:
     import torch
 
     from dcmlir.models.torch_factory import model_from_factory
-    from dcmlir.models.torch_guards import TorchImportError
 
     torch.manual_seed(seed)
     try:
