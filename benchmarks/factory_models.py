@@ -19,9 +19,17 @@ whole comparison (import, tune, every peer)::
 or by hand, in ``benchmarks/`` (the factory's module is found in the current directory)::
 
     dcmlir import-torch --model factory_models:qwen2 --seq 1:128 -o /tmp/q/qwen2.mlir
+
+The same model as an ONNX file (``torch.onnx.export``, dynamo, ``T`` dynamic in 1..128), for
+``dcmlir import-onnx``::
+
+    python benchmarks/factory_models.py qwen2 --onnx /tmp/q/qwen2.onnx
 """
 
 from __future__ import annotations
+
+import argparse
+import sys
 
 import torch
 import transformers  # type: ignore[import-untyped]
@@ -73,3 +81,22 @@ def gpt_neox() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
         attn_implementation="sdpa",
     )
     return _made(transformers.GPTNeoXForCausalLM(config))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="export a factory's model to ONNX")
+    parser.add_argument("model", choices=("qwen2", "gpt_neox"))
+    parser.add_argument("--onnx", required=True, help="the .onnx file to write")
+    parser.add_argument("--seed", type=int, default=0, help="as import-torch --seed")
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)  # the weights import-torch --model imports
+    module, example, _ = globals()[args.model]()
+    seq = torch.export.Dim("seq", min=1, max=128)
+    program = torch.onnx.export(module, example, dynamo=True, dynamic_shapes=({1: seq},))
+    program.save(args.onnx)
+    print(f"wrote {args.onnx}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
