@@ -53,32 +53,26 @@ def _made(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor],
     return TokenLogits(model.eval()).eval(), (ids,), [{1: "seq"}]
 
 
+_SHARED = {  # both: 2 layers, the same vocabulary, SDPA attention
+    "num_hidden_layers": 2,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 2048,
+    "attn_implementation": "sdpa",
+}
+
+
 def qwen2() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
+    widths = {"hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2}
     config = transformers.Qwen2Config(
-        hidden_size=896,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        intermediate_size=4864,
-        num_hidden_layers=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        attn_implementation="sdpa",
+        **widths, intermediate_size=4864, tie_word_embeddings=True, **_SHARED
     )
     return _made(transformers.Qwen2ForCausalLM(config))
 
 
 def gpt_neox() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
+    widths = {"hidden_size": 512, "num_attention_heads": 8, "intermediate_size": 2048}
     config = transformers.GPTNeoXConfig(
-        hidden_size=512,
-        num_attention_heads=8,
-        intermediate_size=2048,
-        num_hidden_layers=2,
-        vocab_size=VOCAB,
-        rotary_pct=0.25,
-        max_position_embeddings=2048,
-        use_parallel_residual=True,
-        attn_implementation="sdpa",
+        **widths, rotary_pct=0.25, use_parallel_residual=True, **_SHARED
     )
     return _made(transformers.GPTNeoXForCausalLM(config))
 
