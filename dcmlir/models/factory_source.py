@@ -3,7 +3,7 @@
 ``dcmlir import-torch --model package.module:factory`` writes :func:`factory_header` as the
 module's first line when the factory's inputs have one dynamic dim, one axis of each input.
 ``run-model`` reads it back (:func:`factory_fields`) and rebuilds the model as the import
-did: the same ``torch.manual_seed``, the directory the import ran in first on the path.
+did: the same ``torch.manual_seed``, the directory its module was found in first on the path.
 The weights' digest is checked, so the reference, torch eager and onnxruntime run the
 model that was imported, or the run says why not. Importing this module needs no torch.
 """
