@@ -192,7 +192,7 @@ def _factory_module(spec: ModelSpec, path: Path, max_t: int) -> Module:
     from dcmlir.models.hf_models import source_from_text
     from dcmlir.tools.cli import main as cli
 
-    if not _reusable(path, f'"spec": "{spec.factory}"', whole=False):
+    if not _reusable(path, f'"seq": [1, {max_t}], "spec": "{spec.factory}"', whole=False):
         say(f"{spec.slug}: importing {spec.factory} (dcmlir import-torch --model)")
         argv = ["import-torch", "--model", spec.factory, "--seq", f"1:{max_t}", "-o", str(path)]
         if cli(argv) != 0:
