@@ -20,7 +20,7 @@ or by hand, in ``benchmarks/`` (the factory's module is found in the current dir
 
     dcmlir import-torch --model factory_models:qwen2 --seq 1:128 -o /tmp/q/qwen2.mlir
 
-The same model as an ONNX file (``torch.onnx.export``, dynamo, ``T`` dynamic in 1..128), for
+The same model as an ONNX file (run-model's own export, ``T`` dynamic in 1..128), for
 ``dcmlir import-onnx``::
 
     python benchmarks/factory_models.py qwen2 --onnx /tmp/q/qwen2.onnx
@@ -29,10 +29,16 @@ The same model as an ONNX file (``torch.onnx.export``, dynamo, ``T`` dynamic in 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from pathlib import Path
 
+import numpy as np
 import torch
 import transformers  # type: ignore[import-untyped]
+
+from dcmlir.bench.model_peers import export_onnx
+from dcmlir.models.hf_models import TorchSource
 
 VOCAB = 8000
 
@@ -77,18 +83,23 @@ def gpt_neox() -> tuple[torch.nn.Module, tuple[torch.Tensor], list[dict]]:
     return _made(transformers.GPTNeoXForCausalLM(config))
 
 
+def seeded(name: str, seed: int) -> torch.nn.Module:
+    """The factory's module after ``torch.manual_seed(seed)``: the weights import-torch
+    --model --seed imports."""
+    torch.manual_seed(seed)
+    return globals()[name]()[0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="export a factory's model to ONNX")
     parser.add_argument("model", choices=("qwen2", "gpt_neox"))
     parser.add_argument("--onnx", required=True, help="the .onnx file to write")
     parser.add_argument("--seed", type=int, default=0, help="as import-torch --seed")
     args = parser.parse_args()
-    torch.manual_seed(args.seed)  # the weights import-torch --model imports
-    module, example, _ = globals()[args.model]()
-    seq = torch.export.Dim("seq", min=1, max=128)
-    program = torch.onnx.export(module, example, dynamo=True, dynamic_shapes=({1: seq},))
-    program.save(args.onnx)
-    print(f"wrote {args.onnx}")
+    build = functools.partial(seeded, args.model, args.seed)
+    source = TorchSource(args.model, build, seq_axes=(1,), seq=(1, 128), vocab=VOCAB)
+    note = export_onnx(source, [np.zeros((1, 9), dtype=np.int64)], Path(args.onnx))
+    print(f"wrote {args.onnx}" + (f" ({note})" if note else ""))
     return 0
 
 

@@ -88,10 +88,11 @@ def rebuild(spec: str, directory: str, seed: int, digest: str) -> Any:
         made = model_from_factory(spec, directory)
     except TorchImportError as err:
         raise ValueError(f"rebuilding the imported model: {err}") from None
-    if weights_digest(made.module) != digest:
+    built = weights_digest(made.module)
+    if built != digest:
         raise ValueError(
             f"{spec}: the factory now builds other weights than at import (weights "
-            f"{weights_digest(made.module)}, imported {digest}): it must build the same model "
+            f"{built}, imported {digest}): it must build the same model "
             "after torch.manual_seed; import it again, or use --reference default"
         )
     return made.module.eval()
