@@ -9,6 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dcmlir.bench.model_compare import torch_source  # noqa: E402
+from dcmlir.bench.model_peers import encoder_config  # noqa: E402
 from dcmlir.build.compiler import build  # noqa: E402
 from dcmlir.ir.iree import load_function  # noqa: E402
 from dcmlir.measure.timing import relative_error  # noqa: E402
@@ -16,6 +18,7 @@ from dcmlir.models import (  # noqa: E402
     EncoderConfig,
     encoder_reference,
     generate_encoder,
+    make_weights,
     random_input,
 )
 from dcmlir.models.torch_import import (  # noqa: E402
@@ -132,3 +135,32 @@ def test_import_torch_command(capsys: pytest.CaptureFixture[str], tmp_path: Path
     code = main(["import-torch", "-o", str(out_path), "--bert-config", "1,32,2"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("dcmlir: error: argument --bert-config: '1,32,2' is not")
+
+
+@pytest.mark.parametrize("model", ["encoder", "hf-bert"])
+def test_built_in_models_carry_the_header_run_model_rebuilds_them_from(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model: str
+) -> None:
+    """Without the first line run-model has no torch model: checked against IREE's default,
+    onnxruntime and torch columns n/a. With it, the same weights the module holds."""
+    if model == "hf-bert":
+        pytest.importorskip("transformers")
+    out_path = tmp_path / f"{model}.mlir"
+    args = ["--model", model, "--bert-config", "1,32,2,64", "--seq", "1:16", "--seed", "3"]
+    code = main(["import-torch", "-o", str(out_path), "--weights", "inline", *args])
+    assert code == 0, capsys.readouterr().err
+    text = out_path.read_text()
+    source = torch_source(text)
+    assert source is not None and source.seq == (1, 16)
+    function = load_function(build(text, "llvm-cpu").vmfb, "main")
+    if model == "encoder":
+        config = encoder_config(text)
+        assert config == EncoderConfig(hidden=32, heads=2, ffn=64, layers=1, seq=(1, 16), seed=3)
+        x = random_input(config, 11)
+        want = encoder_reference(config, make_weights(config), x)
+    else:
+        assert text.startswith("// dcmlir-model: bert {"), text[:200]
+        x = np.arange(11, dtype=np.int64).reshape(1, 11) * 7
+        want = torch_reference(source.build(), [x])
+    (got,) = function(x)
+    assert relative_error(got, want) < RTOL

@@ -75,7 +75,7 @@ reference brings torch eager with it, asked for or not)."""
 
 _GENERATED = re.compile(
     r"^// (\d+)-layer encoder, hidden (\d+), (\d+) heads, FFN (\d+), T in (\d+)\.\.(\d+), "
-    r"seed (\d+); weights: .*\(dcmlir generate-bert\)$",
+    r"seed (\d+); weights: .*\(dcmlir (?:generate-bert|import-torch)\)$",
     re.MULTILINE,
 )
 

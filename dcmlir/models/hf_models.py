@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # torch is optional: only building a model needs it
     from dcmlir.models.torch_import import ImportedModel
 
 __all__ = [
+    "BERT_VOCAB",
     "DECODER_BATCH_SEQ_MAX",
     "GPT2_VOCAB",
     "HF_DEFAULT_SIZES",
@@ -57,8 +58,8 @@ __all__ = [
     "token_inputs",
 ]
 
-GPT2_VOCAB = 50257
-"""GPT-2's BPE vocabulary: token ids are in [0, 50257)."""
+GPT2_VOCAB, BERT_VOCAB = 50257, 30522
+"""GPT-2's BPE vocabulary and BERT's WordPiece one (``transformers``' defaults)."""
 
 _HEADER = re.compile(r"^// dcmlir-model: (\w+) (\{.*\})$")
 
@@ -277,7 +278,7 @@ HF_SIZE_KEYS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "kv-he
 """The sizes ``--hf-sizes`` takes; ``kv-heads`` is Llama's only."""
 
 HF_DEFAULT_SIZES: dict[str, dict[str, int]] = {
-    "bert": {"layers": 2, "hidden": 768, "heads": 12, "vocab": 30522},
+    "bert": {"layers": 2, "hidden": 768, "heads": 12, "vocab": BERT_VOCAB},
     "gpt2": {"layers": 2, "hidden": 768, "heads": 12, "vocab": GPT2_VOCAB},
     "llama": {"layers": 2, "hidden": 768, "heads": 12, "vocab": 32000},
 }
