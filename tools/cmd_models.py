@@ -23,10 +23,17 @@ from dcmlir.models import (
     WEIGHT_MODES,
     EncoderConfig,
     generate_encoder,
+    make_weights,
     save_model,
 )
 from dcmlir.models.factory_source import factory_header
-from dcmlir.models.hf_models import HF_FAMILIES, HF_SIZE_KEYS, hf_model
+from dcmlir.models.hf_models import (
+    BERT_VOCAB,
+    HF_FAMILIES,
+    HF_SIZE_KEYS,
+    family_header,
+    hf_model,
+)
 from dcmlir.shapes import parse_range
 from dcmlir.tools.common import CliError, positive_int, seed
 
@@ -381,13 +388,16 @@ def _import_model(args: argparse.Namespace, torch: Any, torch_import: Any) -> tu
     if spec == "hf-bert":
         model = torch_import.hf_bert_model(config)
         example, input_dims = [torch.zeros((1, 7), dtype=torch.int64)], [{1: "seq"}]
-    else:
-        torch.manual_seed(config.seed)
-        model = torch_import.TorchEncoder(config).eval()
+        sizes = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
+        header = family_header("bert", {**sizes, "vocab": BERT_VOCAB}, seq, args.seed, None)
+    else:  # the generator's weights: run-model checks it against the encoder's numpy model
+        model = torch_import.TorchEncoder(config).load_generator_weights(make_weights(config))
         example, input_dims = [torch.randn(7, hidden)], None
+        header = f"// {config.describe()}; weights: {args.weights} (dcmlir import-torch)"
     imported = torch_import.import_torch(
-        model, example, {"seq": config.seq}, input_dims=input_dims, **options
+        model.eval(), example, {"seq": config.seq}, input_dims=input_dims, **options
     )
+    imported = dataclasses.replace(imported, text=f"{header}\n{imported.text}")
     return spec, config.describe(), imported
 
 
