@@ -2,6 +2,8 @@
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json}' --verify-diagnostics
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.plan.json},dcmlir-emit-dispatch{plan=%S/Inputs/split_entry.plan.json}' | FileCheck %s --check-prefix=EMIT
 // RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.mmt4d.plan.json}' 2>&1 | FileCheck %s --check-prefix=MMT4D
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.datatiled.plan.json}' 2>&1 | FileCheck %s --check-prefix=TILED
+// RUN: dcmlir-opt %s --split-input-file -p 'dcmlir-split-entry{plan=%S/Inputs/split_entry.patchy.plan.json}' 2>&1 | FileCheck %s --check-prefix=PATCHY
 // RUN: not dcmlir-opt %s -p 'dcmlir-split-entry' 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // RUN: not dcmlir-opt %s -p 'dcmlir-split-entry{plan=%S/Inputs/no-such-plan.json}' 2>&1 | FileCheck %s --check-prefix=MISSING
 
@@ -16,16 +18,54 @@
 // MMT4D: util.return
 // MISSING: no-such-plan.json
 
+// A plan whose projection runs data tiling's own tile at every M: nothing for dcmlir to
+// dispatch, so the entry is the function as it was, left to IREE's data tiling whole (its
+// cascades, all data tiling, would lose what IREE does across ops).
+// TILED: remark: entry split: @main: every arg0.0 runs IREE's data tiling of it as it was
+// TILED-LABEL: util.func public @main
+// TILED-SAME: dcmlir.left_to_iree
+// TILED-NOT: util.call
+// TILED: linalg.matmul
+// TILED: util.return
+
+// A plan that runs IREE's default at M = 2, 5 and 6 (where the guard left it) and data
+// tiling's own tile at every other M: the entry calls an untouched copy at those M too,
+// kept from IREE's data tiling by its hint (a cascade of defaults is not IREE's default
+// build), and no cascade at all.
+// PATCHY: remark: entry split: @main: arg0.0 runs, in 2, 5..6 IREE's default, elsewhere IREE's data tiling (IREE's builds: of the function as it was)
+// PATCHY-LABEL: util.func private @main$default
+// PATCHY-SAME: {dcmlir.left_to_iree, inlining_policy = #util.inline.never, iree.opt.data_tiling}
+// PATCHY-LABEL: util.func private @main$iree
+// PATCHY-SAME: {dcmlir.left_to_iree, inlining_policy = #util.inline.never}
+// PATCHY-LABEL: util.func public @main(
+// PATCHY: %[[M:.*]] = tensor.dim
+// PATCHY: %[[C2:.*]] = arith.constant 2 : index
+// PATCHY: %[[LE2:.*]] = arith.cmpi ule, %[[M]], %[[C2]]
+// PATCHY: %[[GE2:.*]] = arith.cmpi uge, %[[M]], %{{.*}}
+// PATCHY: %[[IN2:.*]] = arith.andi %[[GE2]], %[[LE2]]
+// PATCHY: %[[C6:.*]] = arith.constant 6 : index
+// PATCHY: %[[LE6:.*]] = arith.cmpi ule, %[[M]], %[[C6]]
+// PATCHY: %[[C5:.*]] = arith.constant 5 : index
+// PATCHY: %[[GE5:.*]] = arith.cmpi uge, %[[M]], %[[C5]]
+// PATCHY: %[[IN5:.*]] = arith.andi %[[GE5]], %[[LE6]]
+// PATCHY: %[[ANY:.*]] = arith.ori %[[IN2]], %[[IN5]]
+// PATCHY: scf.if %[[ANY]]
+// PATCHY-NEXT: util.call @main$default
+// PATCHY: } else {
+// PATCHY-NEXT: util.call @main$iree
+// PATCHY-NOT: @main$dcmlir
+
 // The plan runs packed kernels on the projection below for M <= 4 (M0 = 4, narrower than
 // data tiling's 16 rows) and M0 = 16 above: the entry keeps its name and signature and
 // calls the copy dcmlir dispatches for arg0.0 <= 4, and an untouched copy (left to IREE's
 // data tiling) above.
+// The dcmlir copy carries IREE's data-tiling hint on the function (IREE then hints none of
+// its ops: only the cascades' own encodings are data-tiled there); the IREE copy does not.
 // CHECK-LABEL: util.func private @main$dcmlir
-// CHECK-SAME: inlining_policy = #util.inline.never
+// CHECK-SAME: {inlining_policy = #util.inline.never, iree.opt.data_tiling}
 // CHECK: linalg.matmul
 // CHECK-LABEL: util.func private @main$iree
-// CHECK-SAME: dcmlir.left_to_iree
-// CHECK-SAME: inlining_policy = #util.inline.never
+// CHECK-SAME: {dcmlir.left_to_iree, inlining_policy = #util.inline.never}
 // CHECK: linalg.matmul
 // CHECK-LABEL: util.func public @main(
 // CHECK-SAME: %[[X:.*]]: tensor<?x64xf32>, %[[B:.*]]: tensor<48xf32>) -> tensor<?x48xf32>
@@ -105,6 +145,33 @@ util.func private @helper(%x: tensor<?x64xf32>, %b: tensor<48xf32>) -> tensor<?x
   %c0 = arith.constant 0 : index
   %w = arith.constant dense<0.25> : tensor<48x64xf32>
   %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%x, %w : tensor<?x64xf32>, tensor<48x64xf32>) outs(%init : tensor<?x48xf32>) -> tensor<?x48xf32>
+  util.return %r : tensor<?x48xf32>
+}
+
+// -----
+
+// A module lowered to global optimization takes its arguments as !hal.buffer_view (IREE's
+// ABI): the entry reads T with hal.buffer_view.dim, and the copies keep the ABI stub mark.
+// CHECK-LABEL: util.func private @lowered$dcmlir
+// CHECK-SAME: iree.abi.stub, iree.opt.data_tiling}
+// CHECK-LABEL: util.func private @lowered$iree
+// CHECK-LABEL: util.func public @lowered(
+// CHECK-SAME: %[[V:.*]]: !hal.buffer_view, %[[B:.*]]: tensor<48xf32>) -> tensor<?x48xf32>
+// CHECK: %[[M:.*]] = hal.buffer_view.dim<%[[V]] : !hal.buffer_view>[0] : index
+// CHECK: %[[C4:.*]] = arith.constant 4 : index
+// CHECK: arith.cmpi ule, %[[M]], %[[C4]]
+// CHECK: util.call @lowered$dcmlir(%[[V]], %[[B]])
+// CHECK: util.call @lowered$iree(%[[V]], %[[B]])
+// expected-remark @below {{entry split: @lowered: arg0.0 <= 4 runs dcmlir's kernels}}
+util.func public @lowered(%v: !hal.buffer_view, %b: tensor<48xf32>) -> tensor<?x48xf32> attributes {iree.abi.stub} {
+  %m = hal.buffer_view.dim<%v : !hal.buffer_view>[0] : index
+  %x = hal.tensor.import %v "input0" : !hal.buffer_view -> tensor<?x64xf32>{%m}
+  %w = arith.constant dense<0.25> : tensor<48x64xf32>
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty(%m) : tensor<?x48xf32>
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x48xf32>) -> tensor<?x48xf32>

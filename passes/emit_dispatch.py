@@ -154,7 +154,10 @@ def emit_dispatch(
     taken: set[ir.Operation] = set()  # fused into an earlier target's group
     with module.context:
         for op, found in list(workloads(module, ctx.diagnostics.source_name)):
-            if _left_to_iree(op):  # the entry's copy dcmlir-split-entry keeps as it was
+            if _left_to_iree(op):  # a copy dcmlir-split-entry keeps as it was: IREE runs it
+                if not isinstance(found, NotAWorkload):
+                    module_keys.setdefault(found.key, found.kind)
+                    matched.add(found.key)
                 continue
             if isinstance(found, NotAWorkload):
                 remarks.append((op, f"left untouched: {found}", False))

@@ -6,15 +6,18 @@ data tiling that loses what IREE does across ops (an op's output written straigh
 the next op's packed layout, elementwise consumers run on the packed tiles). Measured
 on GPT-2 (docs/design.md section 12), a module whose ops all run IREE's own data tiling,
 written as dcmlir's cascades, is 3-12% slower than IREE's data-tiled build of the
-original. So where every packed workload's plan runs data tiling's own tile (T above the
-widest bound of the other kernels), the entry calls a copy of the original function that no
-dcmlir pass touches, and the module is compiled with data tiling
-(:data:`~dcmlir.codegen.packed.DATA_TILING_FLAGS`); below it, the copy with the cascades.
+original. So at every T where each packed workload's plan runs data tiling's own tile,
+the entry calls a copy of the original function that no dcmlir pass touches, and the
+module is compiled with data tiling (:data:`~dcmlir.codegen.packed.DATA_TILING_FLAGS`);
+at the other T (:func:`dcmlir_ranges`), the copy with the cascades.
 
-The entry ``@f`` becomes ``@f`` (the same signature and attributes: ``argN.D <= S ?
-@f$dcmlir : @f$iree``), ``@f$dcmlir`` (the function the cascades are emitted into) and
-``@f$iree`` (marked :data:`LEFT_TO_IREE`, which ``dcmlir-emit-dispatch`` skips); both
-copies are private and never inlined, so each compiles as a function of its own.
+The entry ``@f`` becomes ``@f`` (the same signature and attributes: ``argN.D in ranges ?
+@f$dcmlir : @f$iree``), ``@f$dcmlir`` (the function the cascades are emitted into, with
+IREE's data-tiling hint so that IREE data-tiles none of its other ops) and ``@f$iree``
+(marked :data:`LEFT_TO_IREE`, which ``dcmlir-emit-dispatch`` skips); both copies are
+private and never inlined, so each compiles as a function of its own. Where the ranges
+are empty, ``@f`` itself is marked and nothing is copied. An entry lowered to global
+optimization takes ``!hal.buffer_view`` arguments: T is their ``hal.buffer_view.dim``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dcmlir.ir.pass_base import ModulePass, PassContext, option
 from dcmlir.space import (
     Candidate,
     DataTiledCandidate,
+    DefaultCandidate,
     Mmt4dCandidate,
     PackedCandidate,
     data_tiling_m0,
@@ -35,15 +39,21 @@ from dcmlir.space import (
 from dcmlir.workload import NotAWorkload, workloads
 
 __all__ = [
+    "DATA_TILING_HINT",
     "LEFT_TO_IREE",
     "EntrySplit",
     "SplitEntryPass",
-    "peer_threshold",
+    "dcmlir_ranges",
     "split_entry",
 ]
 
 LEFT_TO_IREE = "dcmlir.left_to_iree"
 """Unit attribute on the function copy that dcmlir leaves as it was."""
+
+DATA_TILING_HINT = "iree.opt.data_tiling"
+"""IREE's data-tiling hint (``IREE::Encoding::kDataTilingHint``): where any op of a function
+carries it, IREE's ``AnnotateDataTilingHints`` hints no other op there; on the function
+op itself it hints none, and ``SetEncoding`` (linalg ops only) encodes none."""
 
 _NEVER_INLINE = "#util.inline.never"
 
@@ -70,37 +80,70 @@ class SplitEntryPass(ModulePass):
         split_entry(ctx, module, plan)
 
 
+Ranges = tuple[tuple[int, int], ...]
+"""Inclusive ``(lo, hi)`` ranges of an extent, in order, apart."""
+
+
 @dataclass(frozen=True)
 class EntrySplit:
-    """Where the entry was split: ``function``'s ``arg_dim`` <= ``threshold`` runs dcmlir."""
+    """Where the entry was split: ``function``'s ``arg_dim`` in ``ranges`` runs dcmlir's
+    cascades, every other extent IREE's data tiling of the function as it was."""
 
     function: str
     arg_dim: ArgDim
-    threshold: int
+    ranges: Ranges
+    default: Ranges = ()  # where every workload runs IREE's default: the function as it was
 
     def describe(self) -> str:
+        if not self.ranges and not self.default:
+            return f"@{self.function}: every {self.arg_dim} runs IREE's data tiling of it as it was"
+        if len(self.ranges) == 1 and self.ranges[0][0] <= 1 and not self.default:
+            return (
+                f"@{self.function}: {self.arg_dim} <= {self.ranges[0][1]} runs dcmlir's "
+                f"kernels, above it IREE's data tiling of the function as it was"
+            )
+        runs = [f"in {_spans(self.ranges)} dcmlir's kernels"] if self.ranges else []
+        runs += [f"in {_spans(self.default)} IREE's default"] if self.default else []
         return (
-            f"@{self.function}: {self.arg_dim} <= {self.threshold} runs dcmlir's kernels, "
-            f"above it IREE's data tiling of the function as it was"
+            f"@{self.function}: {self.arg_dim} runs, {', '.join(runs)}, elsewhere IREE's data "
+            "tiling (IREE's builds: of the function as it was)"
         )
 
 
-def peer_threshold(plan: Plan) -> int | None:
-    """The largest M at which a packed workload's tree picks anything but data tiling's own
-    tile (a narrower packed kernel, or a kernel that reads the weight as it is, as a plan
-    of two weight layouts does); None when no workload does (nothing to split for)."""
-    found: int | None = None
+def _spans(ranges: Ranges) -> str:
+    return ", ".join(f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in ranges)
+
+
+def dcmlir_ranges(plan: Plan) -> Ranges | None:
+    """The ranges of M at which some packed workload's tree picks anything but data
+    tiling's own tile (a narrower packed kernel, IREE's default, or a kernel that reads the
+    weight as it is, as a plan of two weight layouts does): where the entry runs dcmlir's
+    cascades. Empty where every packed workload runs data tiling's own at every M (the
+    whole entry is IREE's); None without packed workloads (nothing to split)."""
+    found: set[int] | None = None
     for planned in plan.workloads:
         if not _is_packed(planned):
             continue
+        found = set() if found is None else found
         (dim,) = planned.dims
         lo, hi = dim.range
         for m in range(lo, hi + 1):
             chosen = planned.select({dim.loop: m})  # an exact shape's build too
             kernel = chosen.candidate if chosen is not None else DataTiledCandidate()
             if not _data_tilings_own(kernel):
-                found = m if found is None else max(found, m)
-    return found
+                found.add(m)
+    return None if found is None else _runs(sorted(found))
+
+
+def _runs(values: list[int]) -> Ranges:
+    """Sorted distinct integers as ranges of consecutive ones."""
+    ranges: list[tuple[int, int]] = []
+    for value in values:
+        if ranges and ranges[-1][1] == value - 1:
+            ranges[-1] = (ranges[-1][0], value)
+        else:
+            ranges.append((value, value))
+    return tuple(ranges)
 
 
 def _data_tilings_own(kernel: Candidate) -> bool:
@@ -123,12 +166,9 @@ def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySpli
             "layout is not data tiling's (a data-tiled copy would hold their weights twice)",
         )
         return None
-    threshold = peer_threshold(plan)
-    if threshold is None:
-        ctx.remark(
-            module,
-            "entry not split: no workload runs a packed kernel narrower than data tiling's tile",
-        )
+    ranges = dcmlir_ranges(plan)
+    if ranges is None:
+        ctx.remark(module, "entry not split: no workload runs a packed or data-tiled kernel")
         return None
     with module.context:
         found = _packed_entry(module, plan, ctx.diagnostics.source_name)
@@ -137,10 +177,46 @@ def split_entry(ctx: PassContext, module: ir.Operation, plan: Plan) -> EntrySpli
             return None
         function, arg_dim = found
         name = ir.StringAttr(function.attributes["sym_name"]).value
-        split = EntrySplit(name, arg_dim, threshold)
+        default = _all_default(function, arg_dim, plan, ranges, ctx.diagnostics.source_name)
+        ranges = _runs(sorted(_values(ranges) - _values(default)))
+        split = EntrySplit(name, arg_dim, ranges, default)
         ctx.remark(function, f"entry split: {split.describe()}")
-        _split(function, name, arg_dim, threshold)
+        if not ranges and not default:  # nothing for dcmlir: the function as it was, for IREE
+            function.attributes[LEFT_TO_IREE] = ir.UnitAttr.get()
+        else:
+            _split(function, name, arg_dim, split)
     return split
+
+
+def _values(ranges: Ranges) -> set[int]:
+    return {value for lo, hi in ranges for value in range(lo, hi + 1)}
+
+
+def _all_default(
+    function: ir.Operation, arg_dim: ArgDim, plan: Plan, ranges: Ranges, source: str
+) -> Ranges:
+    """The extents in ``ranges`` at which every workload of the plan in ``function`` runs
+    IREE's default: there the entry calls the function as it was, not data-tiled (a cascade
+    of defaults is not IREE's default build: its dispatches end at each op). None where a
+    workload's dims are not all ``arg_dim``, or the plan has workloads elsewhere."""
+    found: list[tuple[WorkloadPlan, tuple[int, ...]]] = []
+    for op, workload in workloads(function, source):
+        planned = None if isinstance(workload, NotAWorkload) else plan.for_workload(workload.key)
+        if planned is None:
+            continue
+        for dim in workload.dynamic_dims:
+            origin = trace_dim(op.operands[dim.source.operand], dim.source.dim)
+            if origin.arg_dims != {arg_dim}:
+                return ()
+        found.append((planned, tuple(d.loop for d in planned.dims)))
+    if len({planned.key for planned, _ in found}) < len(plan.workloads):
+        return ()
+
+    def default_at(m: int) -> bool:
+        picks = [planned.select(dict.fromkeys(loops, m)) for planned, loops in found]
+        return all(p is not None and isinstance(p.candidate, DefaultCandidate) for p in picks)
+
+    return _runs([m for m in sorted(_values(ranges)) if default_at(m)])
 
 
 def _explicit_workloads(plan: Plan) -> list[str]:
@@ -214,40 +290,91 @@ def _function_of(op: ir.Operation) -> ir.Operation | None:
     return None if parent is None else parent.operation
 
 
-def _split(function: ir.Operation, name: str, arg_dim: ArgDim, threshold: int) -> None:
+def _split(function: ir.Operation, name: str, arg_dim: ArgDim, split: EntrySplit) -> None:
+    """``function`` becomes the entry calling its copies: ``$dcmlir`` (the cascades go in,
+    where ``split.ranges``), ``$default`` (where ``split.default``) and ``$iree``."""
+    suffixes = [s for s, on in (("dcmlir", split.ranges), ("default", split.default)) if on]
     with ir.InsertionPoint(function.parent.regions[0].blocks[0]):
-        peer = function.clone()
+        copies = [function] + [function.clone() for _ in suffixes]
         entry = function.clone()
     never = ir.Attribute.parse(_NEVER_INLINE)
-    for copy, suffix in ((function, "dcmlir"), (peer, "iree")):
+    for copy, suffix in zip(copies, [*suffixes, "iree"], strict=True):
         copy.attributes["sym_name"] = ir.StringAttr.get(f"{name}${suffix}")
         copy.attributes["sym_visibility"] = ir.StringAttr.get("private")
         copy.attributes["inlining_policy"] = never
         if "iree.reflection" in copy.attributes:
             del copy.attributes["iree.reflection"]
-    peer.attributes[LEFT_TO_IREE] = ir.UnitAttr.get()
+        if suffix != "dcmlir":
+            copy.attributes[LEFT_TO_IREE] = ir.UnitAttr.get()
+        if suffix != "iree":
+            # any op with IREE's data-tiling hint stops IREE hinting the others in its
+            # function: in $dcmlir the cascades' own encodings are all that is data-tiled,
+            # and a `default` branch runs IREE's default lowering as the search measured it
+            # (data-tiled in its branch, its weight was packed on every call: 1.4x data
+            # tiling's time at T <= 8 on a t5); $default is IREE's default build
+            copy.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
     block = entry.regions[0].blocks[0]
     for op in reversed(list(block.operations)):
         op.erase()
     results = ir.FunctionType(ir.TypeAttr(entry.attributes["function_type"]).value).results
     arguments = list(block.arguments)
     with ir.InsertionPoint(block), entry.location:
-        size = tensor.DimOp(arguments[arg_dim.arg], _index(arg_dim.dim)).result
-        small = arith.CmpIOp(arith.CmpIPredicate.ule, size, _index(threshold)).result
-        branch = scf.IfOp(small, results, has_else=True)
-        for region, callee in (
-            (branch.then_block, f"{name}$dcmlir"),
-            (branch.else_block, f"{name}$iree"),
-        ):
-            with ir.InsertionPoint(region):
-                call = ir.Operation.create(
-                    "util.call",
-                    results=results,
-                    operands=arguments,
-                    attributes={"callee": ir.FlatSymbolRefAttr.get(callee)},
-                )
-                scf.YieldOp(list(call.results))
-        ir.Operation.create("util.return", operands=list(branch.results))
+        size = _arg_dim(arguments[arg_dim.arg], arg_dim.dim)
+        choices = [(split.default, f"{name}$default"), (split.ranges, f"{name}$dcmlir")]
+        found = _calls(size, [c for c in choices if c[0]], f"{name}$iree", arguments, results)
+        ir.Operation.create("util.return", operands=found)
+
+
+def _calls(
+    size: ir.Value,
+    choices: list[tuple[Ranges, str]],
+    otherwise: str,
+    arguments: list[ir.Value],
+    results: list[ir.Type],
+) -> list[ir.Value]:
+    """The results of calling the first choice whose ranges hold ``size`` (else ``otherwise``),
+    as nested ``scf.if``."""
+    if not choices:
+        call = ir.Operation.create(
+            "util.call",
+            results=results,
+            operands=arguments,
+            attributes={"callee": ir.FlatSymbolRefAttr.get(otherwise)},
+        )
+        return list(call.results)
+    (ranges, callee), rest = choices[0], choices[1:]
+    branch = scf.IfOp(_within(size, ranges), results, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp(_calls(size, [], callee, arguments, results))
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp(_calls(size, rest, otherwise, arguments, results))
+    return list(branch.results)
+
+
+def _within(size: ir.Value, ranges: Ranges) -> ir.Value:
+    """``size`` in one of ``ranges`` (a first range from 1 down: ``size <= hi``)."""
+    found: ir.Value | None = None
+    for lo, hi in ranges:
+        inside = arith.CmpIOp(arith.CmpIPredicate.ule, size, _index(hi)).result
+        if lo > 1:
+            above = arith.CmpIOp(arith.CmpIPredicate.uge, size, _index(lo)).result
+            inside = arith.AndIOp(above, inside).result
+        found = inside if found is None else arith.OrIOp(found, inside).result
+    assert found is not None, "no range to run dcmlir's cascades in"
+    return found
+
+
+def _arg_dim(argument: ir.Value, dim: int) -> ir.Value:
+    """The extent of ``argument``'s ``dim``: a tensor's, or (a module lowered to global
+    optimization, past IREE's ABI) a ``!hal.buffer_view``'s."""
+    if not str(argument.type).startswith("!hal.buffer_view"):
+        return tensor.DimOp(argument, _index(dim)).result
+    return ir.Operation.create(
+        "hal.buffer_view.dim",
+        results=[ir.IndexType.get()],
+        operands=[argument],
+        attributes={"index": ir.IntegerAttr.get(ir.IndexType.get(), dim)},
+    ).result
 
 
 def _index(value: int) -> ir.Value:

@@ -15,6 +15,7 @@ import pytest
 import dcmlir
 from dcmlir.cost_model.row_tiles import fit_tile_grid, tile_grid_estimate, two_points
 from dcmlir.dispatch import Plan, WorkloadPlan
+from dcmlir.driver.loading import GLOBAL_OPT, lower_to_global_optimization
 from dcmlir.ir.diagnostics import DiagnosticEngine
 from dcmlir.ir.iree import load_function
 from dcmlir.ir.mlir import ir, parse_module
@@ -289,10 +290,10 @@ def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
     )
     assert result.split is not None
     assert "dcmlir: entry split: @main: arg0.0 <= 4 runs dcmlir's kernels" in stream.getvalue()
-    assert (result.split.function, str(result.split.arg_dim), result.split.threshold) == (
+    assert (result.split.function, str(result.split.arg_dim), result.split.ranges) == (
         "main",
         "arg0.0",
-        4,
+        ((1, 4),),
     )
     emitted = (tmp_path / "d.mlir").read_text()
     iree_copy = emitted[emitted.index("@main$iree") :]
@@ -303,8 +304,45 @@ def test_split_entry_runs_data_tiling_above_the_narrow_kernels_and_stays_right(
     assert_projects(function, (0, 1, 4, 5, 16, 17, 40))
 
 
+def test_split_entry_at_the_global_optimization_level(tmp_path: Path) -> None:
+    """A plan tuned where IREE's codegen sees the ops: the lowered entry takes
+    ``!hal.buffer_view`` arguments and is split all the same (data tiling is set in IREE's
+    dispatch creation, after global optimization); the dcmlir copy carries IREE's hint that
+    keeps it from data-tiling the plan's other ops, and where the plan is IREE's default the
+    entry calls the function as it was, kept from data tiling too. Right in and out of the
+    range."""
+    text = constant_projection("nk").replace("func.func @main", "util.func public @main")
+    source = tmp_path / "proj.mlir"
+    source.write_text(text.replace("  return %r", "  util.return %r"))
+    lowered = lower_to_global_optimization(source.read_text(), CpuTarget())
+    workload = workload_of(lowered)
+    shapes = [(m,) for m in range(1, 17)]
+    costs = {s: [1e-6, 2e-6, 3e-6] if s[0] <= 4 else [3e-6, 2e-6, 1e-6] for s in shapes}
+    kernels = [candidate_from_key(k) for k in ("packed:m4n16k1", "default", "datatiled")]
+    choices = {s: 0 if s[0] <= 2 else 1 if s[0] <= 4 else 2 for s in shapes}
+    planned = WorkloadPlan.build(workload, kernels, choices, costs, ranges={0: (1, 16)})
+    plan = Plan(CpuTarget(), "proj.mlir", (planned,), level=GLOBAL_OPT)
+    plan.save(tmp_path / "plan.json")
+    stream = io.StringIO()
+    result = dcmlir.compile(
+        source, plan=tmp_path / "plan.json", emit_mlir=tmp_path / "d.mlir", stream=stream
+    )
+    # M <= 2: the cascade; 3..4, where the plan is IREE's default: the function as it was,
+    # kept from data tiling; above: IREE's data tiling of it
+    assert result.split is not None, stream.getvalue()
+    assert (result.split.ranges, result.split.default) == (((1, 2),), ((3, 4),))
+    assert "--iree-opt-data-tiling" in result.flags
+    emitted = (tmp_path / "d.mlir").read_text()
+    assert "hal.buffer_view.dim" in emitted[emitted.index("util.func public @main") :]
+    for copy, hinted in (("dcmlir", True), ("default", True), ("iree", False)):
+        first = emitted[emitted.index(f"@main${copy}(") :].splitlines()[0]
+        assert ("iree.opt.data_tiling" in first) == hinted, first
+    assert 'dcmlir.kernel = "packed:m4n16k1"' in emitted
+    assert_projects(load_function(result.vmfb, "main"), (0, 1, 3, 4, 5, 16, 17, 40))
+
+
 def test_the_split_is_where_data_tilings_own_tile_takes_over() -> None:
-    from dcmlir.passes.split_entry import peer_threshold
+    from dcmlir.passes.split_entry import dcmlir_ranges
 
     workload = workload_of(constant_projection("nk"))
     shapes = [(m,) for m in range(1, 33)]
@@ -313,21 +351,30 @@ def test_the_split_is_where_data_tilings_own_tile_takes_over() -> None:
     costs = {s: [1e-6, 1e-6] for s in shapes}
     costs3 = {s: [1e-6, 1e-6, 1e-6] for s in shapes}
     planned = WorkloadPlan.build(workload, wide, choices, costs, ranges={0: (1, 32)})
-    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) is None
+    assert dcmlir_ranges(Plan(CpuTarget(), "p.mlir", (planned,))) == ()  # all data tiling's
+    assert dcmlir_ranges(Plan(CpuTarget(), "p.mlir", ())) is None  # nothing packed
     narrow = [candidate_from_key("packed:m2n16k1"), candidate_from_key("datatiled")]
     choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
     planned = WorkloadPlan.build(workload, narrow, choices, costs, ranges={0: (1, 32)})
-    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 2
+    assert dcmlir_ranges(Plan(CpuTarget(), "p.mlir", (planned,))) == ((1, 2),)
+    # IREE's default where the guard left it, data tiling elsewhere: the entry runs the
+    # cascades at those M only (the rest is IREE's data-tiled build)
+    patchy = [candidate_from_key("default"), candidate_from_key("datatiled")]
+    choices = {s: 0 if s[0] in (3, 5, 6, 20) else 1 for s in shapes}
+    planned = WorkloadPlan.build(workload, patchy, choices, costs, ranges={0: (1, 32)})
+    found = dcmlir_ranges(Plan(CpuTarget(), "p.mlir", (planned,)))
+    assert found == ((3, 3), (5, 6), (20, 20))
     # AVX2 (8 lanes): data tiling's tile is 8 rows, so a 16-row packed kernel is not it
     avx2 = [candidate_from_key(k) for k in ("packed:m8n8k1", "packed:m16n8k1", "datatiled")]
     choices = {s: 0 if s[0] <= 8 else 1 if s[0] <= 16 else 2 for s in shapes}
     planned = WorkloadPlan.build(workload, avx2, choices, costs3, ranges={0: (1, 32)})
-    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 16
+    # (its 8-row kernel is data tiling's own: M <= 8 goes to IREE's build as well)
+    assert dcmlir_ranges(Plan(CpuTarget(), "p.mlir", (planned,))) == ((9, 16),)
     # two weight layouts: a kernel reading it as it is below T = 9, data tiling above
     mixed = [candidate_from_key("cpu:wg8x128:v4x64:k1"), candidate_from_key("datatiled")]
     choices = {s: 0 if s[0] <= 9 else 1 for s in shapes}
     planned = WorkloadPlan.build(workload, mixed, choices, costs, ranges={0: (1, 32)})
-    assert peer_threshold(Plan(CpuTarget(), "p.mlir", (planned,))) == 9
+    assert dcmlir_ranges(Plan(CpuTarget(), "p.mlir", (planned,))) == ((1, 9),)
     # and tune's report says what the second layout costs
     from dcmlir.driver.outcome import _layout_lines
 

@@ -35,7 +35,7 @@ from dcmlir.ir.iree import versions
 from dcmlir.ir.mlir import ir
 from dcmlir.ir.pass_base import PassContext, PassFailure
 from dcmlir.passes.emit_dispatch import emit_dispatch
-from dcmlir.passes.split_entry import EntrySplit, split_entry
+from dcmlir.passes.split_entry import EntrySplit, dcmlir_ranges, split_entry
 from dcmlir.space import DefaultCandidate, Mmt4dCandidate, PackedFamily, PackedWeightCandidate
 from dcmlir.target import CpuTarget, Target, target_from_name
 from dcmlir.workload import dynamic_linalg_ops
@@ -87,17 +87,10 @@ def compile(
     _check_plan_origin(loaded, str(plan), allow_other_iree, stream)
     rejected: dict[str, tuple[str, ...]] = {}
     source, text = read_source(input)
-    flags: tuple[str, ...] = ()
+    original, flags = text, ()
     if loaded.level == GLOBAL_OPT:
         # checked after lowering: StableHLO, TOSA and torch input has no linalg op before
-        # an explicit mmt4d kernel's module needs the ukernels off in its executable targets,
-        # which the lowered module fixes (docs/design.md section 12)
-        lowered = lower_to_global_optimization(
-            _with_module_attributes(text, source, loaded.target),
-            loaded.target,
-            source,
-            MMT4D_KERNEL_FLAGS if loaded.runs(Mmt4dCandidate) else (),
-        )
+        lowered = _lowered(original, source, loaded, data_tiled=False)
         if not loaded.workloads or _has_dynamic_ops(lowered, source):
             text, flags = lowered, ("--compile-from=global-optimization",)
         else:
@@ -105,14 +98,19 @@ def compile(
     elif loaded.workloads and not _has_dynamic_ops(text, source):
         loaded = _plan_not_used(loaded, source, stream)
     # IREE's data tiling (for the entry's untouched copy, or for the ops around explicit
-    # kernels) starts before global optimization; where it cannot compile the module, the
-    # module is compiled without it
-    attempts = (True, False) if loaded.level != GLOBAL_OPT else (False,)
-    for with_data_tiling in attempts:
-        mlir, dispatched, split = _emit(text, source, loaded, str(plan), with_data_tiling, stream)
-        data_tiled = split is not None or (
-            with_data_tiling and bool(dispatched) and loaded.runs(Mmt4dCandidate)
+    # kernels) is set in its dispatch creation, after global optimization, so a lowered
+    # module takes it too; where it cannot compile the module, it is compiled without it
+    for with_data_tiling in (True, False):
+        lowered_tiled = flags and with_data_tiling and _may_data_tile(loaded)
+        emitted = _lowered(original, source, loaded, data_tiled=True) if lowered_tiled else text
+        mlir, dispatched, split = _emit(
+            emitted, source, loaded, str(plan), with_data_tiling, stream
         )
+        data_tiled = split is not None or (
+            with_data_tiling and bool(dispatched) and _data_tiled_around(loaded)
+        )
+        if lowered_tiled and not data_tiled:
+            continue  # lowered for data tiling, not split: the plain lowering is the module
         run_flags = flags + _kernel_flags(loaded, bool(dispatched), data_tiled)
         run_flags += code_flags(loaded.target)
         try:
@@ -145,6 +143,33 @@ def compile(
     if output is not None:
         _write(output, built.vmfb, "-o")
     return CompileResult(built.vmfb, mlir, dispatched, split, rejected, data_tiled, run_flags)
+
+
+def _data_tiled_around(plan: Plan) -> bool:
+    """Whether the ops around the plan's explicit mmt4d kernels compile with IREE's data
+    tiling: at the input level (measured there, design.md section 12); a plan at the
+    global-optimization level runs them as it was tuned, data tiling for a split entry only."""
+    return plan.runs(Mmt4dCandidate) and plan.level != GLOBAL_OPT
+
+
+def _may_data_tile(plan: Plan) -> bool:
+    """Whether the module may be compiled with IREE's data tiling: an entry to split (none
+    beside explicit mmt4d kernels), or explicit kernels to build it around."""
+    splits = not plan.runs(Mmt4dCandidate) and dcmlir_ranges(plan) is not None
+    return splits or _data_tiled_around(plan)
+
+
+def _lowered(text: str, source: str, plan: Plan, *, data_tiled: bool) -> str:
+    """``text`` after IREE's global optimization, its executable targets set for the build:
+    the ukernels off where an explicit mmt4d kernel runs (docs/design.md section 12), data
+    tiling's mmt4d ukernels where the module is compiled with it. A lowered module carries
+    its targets as attributes; a later compile's flags no longer change them."""
+    if plan.runs(Mmt4dCandidate):
+        targets: tuple[str, ...] = MMT4D_KERNEL_FLAGS
+    else:
+        targets = DATA_TILING_FLAGS[1:] if data_tiled else ()
+    with_attributes = _with_module_attributes(text, source, plan.target)
+    return lower_to_global_optimization(with_attributes, plan.target, source, targets)
 
 
 def _plan_not_used(plan: Plan, source: str, stream: IO[str]) -> Plan:
