@@ -249,6 +249,7 @@ def test_a_crash_names_the_signal(tmp_path: Path) -> None:
         "Stack dump:",
         "0. Program arguments: iree-compile -",
     ]
+    assert not (tmp_path / "builds").exists()  # a crash may not come again: not remembered
 
 
 def test_compile_time_limit_grows_with_the_chunk_and_is_capped() -> None:
@@ -268,6 +269,15 @@ def test_broken_module_raises_build_error_with_iree_message(tmp_path: Path) -> N
     assert len(message.splitlines()) <= 13
     assert "broken.mlir:2:23" in caught.value.log
     assert BuildCache(tmp_path).entries() == []  # failures are not cached as modules
+
+    def no_compiling(*_args: object) -> None:
+        raise AssertionError("iree-compile ran on a failure it had given before")
+
+    # ... but remembered: the same input and flags fail again at once, under their new name
+    with pytest.raises(BuildError) as again:
+        build(BROKEN, cache=BuildCache(tmp_path), source_name="b.mlir", compiler=no_compiling)
+    assert str(again.value).startswith("b.mlir:2:23: error: use of undeclared SSA value name")
+    assert BuildCache(tmp_path).clear() == 0 and not list((tmp_path / "builds").iterdir())
 
 
 def test_compile_past_time_limit_is_a_build_error(tmp_path: Path) -> None:

@@ -173,9 +173,25 @@ class BuildCache:
         except OSError as err:
             log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
 
+    def load_failure(self, key: str) -> str | None:
+        """The log of a build that failed with an error of IREE's (:meth:`store_failure`)."""
+        try:
+            return (self.builds_dir / f"{key}.failed").read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def store_failure(self, key: str, log_text: str) -> None:
+        """Remember that ``key`` fails: IREE's errors are the same on the same input and flags
+        (a module data tiling cannot compile is asked again by each compile of its plans)."""
+        try:
+            self.builds_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.builds_dir / f"{key}.failed", log_text.encode("utf-8"))
+        except OSError as err:
+            log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
+
     def remove(self, key: str) -> None:
         """Forget one build (e.g. one that compiled but was not built as asked)."""
-        for suffix in (".vmfb", ".log"):
+        for suffix in (".vmfb", ".log", ".failed"):
             (self.builds_dir / f"{key}{suffix}").unlink(missing_ok=True)
 
     def entries(self) -> list[Path]:
@@ -219,7 +235,7 @@ class BuildCache:
         return removed
 
 
-_BUILD_FILE = re.compile(r"^\.?[0-9a-f]{64}\.(vmfb|log)(\.[A-Za-z0-9_]+)*$")
+_BUILD_FILE = re.compile(r"^\.?[0-9a-f]{64}\.(vmfb|log|failed)(\.[A-Za-z0-9_]+)*$")
 """``KEY.vmfb``, ``KEY.log`` (KEY: a sha256), and ``.KEY.vmfb.PID.tmp`` (or an older
 release's ``.KEY.vmfb.XXXX``), a killed writer's staging file."""
 _TD_FILE = re.compile(r"^[0-9a-f]{24}\.mlir$")
@@ -358,6 +374,10 @@ def build(
         found = store.load(key)
         if found is not None:
             return Build(found[0], key, cached=True, seconds=0.0, log=found[1])
+        failed = store.load_failure(key)
+        if failed is not None:  # IREE said no to this input and these flags before
+            failed = failed.replace(f"{named or STDIN_NAME}:", f"{source_name}:")
+            raise BuildError(_error_summary(failed, 1), failed)
     start = time.perf_counter()
     try:
         if named is None:
@@ -369,6 +389,8 @@ def build(
     seconds = time.perf_counter() - start
     log_text = result.log.replace(f"{named or STDIN_NAME}:", f"{source_name}:")
     if result.returncode != 0 or not result.output:
+        if store is not None and result.returncode > 0 and _DIAGNOSTIC.search(log_text):
+            store.store_failure(key, result.log)  # an error of IREE's, not a crash
         raise BuildError(_error_summary(log_text, result.returncode), log_text)
     if store is not None:
         store.store(key, result.output, log_text)
