@@ -121,6 +121,30 @@ def test_bad_dynamic_dims_are_clear_errors(encoder) -> None:
         import_torch(encoder, [x], {"seq": (1, 128)}, input_dims=[{1: "seq"}])
 
 
+class _SizeArithmetic(torch.nn.Module):
+    """``max`` of sizes, as MPT's ALiBi offset has it: ``torch.sym_max`` in the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("bias", torch.ones(1, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        start = max(0, self.bias.shape[0] - x.shape[0])
+        return x + self.bias[start:, :]
+
+
+def test_what_the_fx_importer_refuses_is_one_line_naming_the_models_line() -> None:
+    """IREE's FX importer has no lowering for ``sym_max``; its message is the node's whole
+    metadata (1.7 KB for MPT), the error one line: what, and the model's line."""
+    with pytest.raises(TorchImportError) as caught:
+        import_torch(_SizeArithmetic(), [torch.randn(7, 8)], {"seq": (1, 64)})
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert message.startswith("FX import failed: IREE's FX importer cannot import sym_max")
+    assert "(from test_torch_import.py:" in message
+    assert "start = max(0, self.bias.shape[0] - x.shape[0])" in message
+
+
 def test_import_torch_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_path = tmp_path / "enc.mlir"
     code = main(

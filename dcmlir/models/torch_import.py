@@ -43,6 +43,7 @@ from torch.nn import functional as F
 from dcmlir.ir.mlir import fx_importer, ir
 from dcmlir.models import input_conversion
 from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
+from dcmlir.models.fx_refusals import import_failure
 from dcmlir.models.input_conversion import INPUT_CONVERSION_FLAGS, ImportedModel
 from dcmlir.models.torch_guards import (
     ExportGuardError,
@@ -373,7 +374,7 @@ def import_decomposed(
                 program, func_name=func_name, import_symbolic_shape_expressions=True
             )
         except Exception as err:  # the importer raises bare NotImplementedError/TypeError/...
-            raise TorchImportError(f"FX import failed: {err}") from err
+            raise TorchImportError(import_failure(err)) from err
         text = str(importer.module)
     if lower:
         text = lower_to_linalg(text)
