@@ -253,7 +253,7 @@ def plot(found: list[dict[str, Any]], path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(9, 5))
     for index, item in enumerate(i for i in found if "run" in i):
-        color = f"C{index % 10}"
+        color = plt.get_cmap("tab20")(index % 20)
         for key, style in (("run", "-"), ("baseline", "--")):
             if key in item:
                 rows = item[key]["rows"]
