@@ -101,7 +101,7 @@ def compile(
     # kernels) is set in its dispatch creation, after global optimization, so a lowered
     # module takes it too; where it cannot compile the module, it is compiled without it
     for with_data_tiling in (True, False):
-        lowered_tiled = flags and with_data_tiling and _may_data_tile(loaded)
+        lowered_tiled = bool(flags) and with_data_tiling and _may_data_tile(loaded)
         emitted = _lowered(original, source, loaded, data_tiled=True) if lowered_tiled else text
         mlir, dispatched, split = _emit(
             emitted, source, loaded, str(plan), with_data_tiling, stream
