@@ -87,7 +87,8 @@ Ranges = tuple[tuple[int, int], ...]
 @dataclass(frozen=True)
 class EntrySplit:
     """Where the entry was split: ``function``'s ``arg_dim`` in ``ranges`` runs dcmlir's
-    cascades, every other extent IREE's data tiling of the function as it was."""
+    cascades, in ``default`` IREE's default of the function as it was, every other extent
+    IREE's data tiling of it."""
 
     function: str
     arg_dim: ArgDim
@@ -197,7 +198,7 @@ def _all_default(
 ) -> Ranges:
     """The extents in ``ranges`` at which every workload of the plan in ``function`` runs
     IREE's default: there the entry calls the function as it was, not data-tiled (a cascade
-    of defaults is not IREE's default build: its dispatches end at each op). None where a
+    of defaults is not IREE's default build: its dispatches end at each op). Empty where a
     workload's dims are not all ``arg_dim``, or the plan has workloads elsewhere."""
     found: list[tuple[WorkloadPlan, tuple[int, ...]]] = []
     for op, workload in workloads(function, source):
