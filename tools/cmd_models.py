@@ -23,7 +23,6 @@ from dcmlir.models import (
     WEIGHT_MODES,
     EncoderConfig,
     generate_encoder,
-    make_weights,
     save_model,
 )
 from dcmlir.models.factory_source import factory_header
@@ -391,9 +390,9 @@ def _import_model(args: argparse.Namespace, torch: Any, torch_import: Any) -> tu
         sizes = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
         header = family_header("bert", {**sizes, "vocab": BERT_VOCAB}, seq, args.seed, None)
     else:  # the generator's weights: run-model checks it against the encoder's numpy model
-        model = torch_import.TorchEncoder(config).load_generator_weights(make_weights(config))
+        model = torch_import.TorchEncoder.generated(config)
         example, input_dims = [torch.randn(7, hidden)], None
-        header = f"// {config.describe()}; weights: {args.weights} (dcmlir import-torch)"
+        header = config.header(args.weights, "import-torch")
     imported = torch_import.import_torch(
         model.eval(), example, {"seq": config.seq}, input_dims=input_dims, **options
     )

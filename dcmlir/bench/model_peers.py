@@ -41,7 +41,7 @@ from dcmlir.build.compiler import BuildError, build
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.measure.timing import Inputs
 from dcmlir.measure.variants import HostLibrary, HostModel, Variant
-from dcmlir.models import EncoderConfig, make_weights
+from dcmlir.models import EncoderConfig
 from dcmlir.models.hf_models import TorchSource
 from dcmlir.models.onnx_source import onnx_source_from_text
 from dcmlir.target import CpuTarget, Target
@@ -103,7 +103,7 @@ def encoder_module(config: EncoderConfig) -> Any:
     """The generated encoder in torch (float32) with the generator's seeded weights."""
     from dcmlir.models.torch_import import TorchEncoder  # needs torch
 
-    return TorchEncoder(config).load_generator_weights(make_weights(config)).eval()
+    return TorchEncoder.generated(config)
 
 
 def encoder_source(config: EncoderConfig) -> TorchSource:

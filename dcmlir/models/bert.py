@@ -119,6 +119,11 @@ class EncoderConfig:
             f"FFN {self.ffn}, T in {self.seq[0]}..{self.seq[1]}, seed {self.seed}"
         )
 
+    def header(self, weights: str, tool: str) -> str:
+        """A module's first line holding this encoder (``weights``: how it holds them; ``tool``:
+        the command that wrote it): what ``run-model`` reads the config back from."""
+        return f"// {self.describe()}; weights: {weights} (dcmlir {tool})"
+
     def parameter_count(self) -> int:
         return sum(math.prod(shape) for shape in weight_shapes(self).values())
 

@@ -352,7 +352,7 @@ def _lines(
         prefix = f"layer{layer}."
         x = emitter.layer(x, {n: names[prefix + n] for n in LAYER_WEIGHTS})
 
-    yield f"// {config.describe()}; weights: {mode}, {layout} (dcmlir generate-bert)"
+    yield config.header(f"{mode}, {layout}", "generate-bert")
     yield "module {"
     if mode == "params":
         for name, shape in shapes.items():

@@ -42,7 +42,7 @@ from torch.nn import functional as F
 
 from dcmlir.ir.mlir import fx_importer, ir
 from dcmlir.models import input_conversion
-from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig
+from dcmlir.models.bert import PARAMETER_SCOPE, WEIGHT_MODES, EncoderConfig, make_weights
 from dcmlir.models.fx_refusals import import_failure
 from dcmlir.models.input_conversion import INPUT_CONVERSION_FLAGS, ImportedModel
 from dcmlir.models.torch_guards import (
@@ -113,6 +113,11 @@ class TorchEncoder(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+    @classmethod
+    def generated(cls, config: EncoderConfig) -> TorchEncoder:
+        """The encoder ``dcmlir generate-bert`` writes for ``config``, its seeded weights in."""
+        return cls(config).load_generator_weights(make_weights(config)).eval()
 
     @torch.no_grad()
     def load_generator_weights(self, weights: Mapping[str, np.ndarray]) -> TorchEncoder:
