@@ -101,7 +101,7 @@ def compile(
     # kernels) is set in its dispatch creation, after global optimization, so a lowered
     # module takes it too; where it cannot compile the module, it is compiled without it
     for with_data_tiling in (True, False):
-        lowered_tiled = bool(flags) and with_data_tiling and _may_data_tile(loaded)
+        lowered_tiled = bool(flags) and with_data_tiling and _may_split(loaded)
         emitted = _lowered(original, source, loaded, data_tiled=True) if lowered_tiled else text
         mlir, dispatched, split = _emit(
             emitted, source, loaded, str(plan), with_data_tiling, stream
@@ -152,11 +152,10 @@ def _data_tiled_around(plan: Plan) -> bool:
     return plan.runs(Mmt4dCandidate) and plan.level != GLOBAL_OPT
 
 
-def _may_data_tile(plan: Plan) -> bool:
-    """Whether the module may be compiled with IREE's data tiling: an entry to split (none
-    beside explicit mmt4d kernels), or explicit kernels to build it around."""
-    splits = not plan.runs(Mmt4dCandidate) and dcmlir_ranges(plan) is not None
-    return splits or _data_tiled_around(plan)
+def _may_split(plan: Plan) -> bool:
+    """Whether ``dcmlir-split-entry`` may split the plan's entry (it keeps it whole beside
+    explicit mmt4d kernels): a lowered module is then lowered again for data tiling."""
+    return not plan.runs(Mmt4dCandidate) and dcmlir_ranges(plan) is not None
 
 
 def _lowered(text: str, source: str, plan: Plan, *, data_tiled: bool) -> str:
