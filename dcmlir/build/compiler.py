@@ -165,11 +165,15 @@ class BuildCache:
 
     def store(self, key: str, vmfb: bytes, log_text: str) -> None:
         """Best effort: a cache that cannot be written costs time, never a build."""
+        # The log first: a reader that finds the .vmfb finds its log too.
+        self._write({f"{key}.log": log_text.encode("utf-8"), f"{key}.vmfb": vmfb})
+
+    def _write(self, files: dict[str, bytes]) -> None:
+        """Write ``files`` under ``builds/`` in order, each atomically; a warning if it cannot."""
         try:
             self.builds_dir.mkdir(parents=True, exist_ok=True)
-            # The log first: a reader that finds the .vmfb finds its log too.
-            write_atomic(self.builds_dir / f"{key}.log", log_text.encode("utf-8"))
-            write_atomic(self.builds_dir / f"{key}.vmfb", vmfb)
+            for name, data in files.items():
+                write_atomic(self.builds_dir / name, data)
         except OSError as err:
             log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
 
@@ -183,11 +187,7 @@ class BuildCache:
     def store_failure(self, key: str, log_text: str) -> None:
         """Remember that ``key`` fails: IREE's errors are the same on the same input and flags
         (a module data tiling cannot compile is asked again by each compile of its plans)."""
-        try:
-            self.builds_dir.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.builds_dir / f"{key}.failed", log_text.encode("utf-8"))
-        except OSError as err:
-            log.warning("dcmlir: warning: cannot write build cache %s: %s", self.builds_dir, err)
+        self._write({f"{key}.failed": log_text.encode("utf-8")})
 
     def remove(self, key: str) -> None:
         """Forget one build (e.g. one that compiled but was not built as asked)."""
