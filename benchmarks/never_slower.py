@@ -12,7 +12,9 @@ novel (added the same way on 2026-12-03: issue 14's ``?x640 @ (1280x640)^T``, GP
 of size 48; two more on 2026-12-05: attention scores with 4 heads of size 256 and
 ``?x2048 @ 2048x256``) and three of another structure (added the same way on 2026-12-05:
 M and N dynamic on their own, an f16 projection, a batch matmul whose batch is dynamic
-too), T dynamic in 1..128:
+too) and three with static extents no multiple of 16 (added the same way on 2026-12-06: a
+1000-class head ``?x768 @ 768x1000``, attention scores and context with 8 heads of size
+40), T dynamic in 1..128:
 
 1. tune with ``dcmlir.tune`` at ``--budget`` (fresh records per budget, so the budget is
    what the search had), the projections with their weight a module constant (as in a
@@ -158,7 +160,15 @@ STRUCTURE = {
 }
 """,  # the batch dynamic too, beside the rows
 }
-NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL, **STRUCTURE}
+# Added on 2026-12-06 with the code fixed (56cb0d3) before anything of them was timed: static
+# extents that are no multiple of 16, as users have them: an ImageNet classifier head
+# (1000 classes) and Stable Diffusion 1.5's attention (8 heads of size 40).
+ODD = {
+    "odd_head_1000": dense_module(768, 1000),
+    "odd_scores_h40": scores_module(8, 40),
+    "odd_context_h40": context_module(8, 40),
+}
+NEW = {**HELD_OUT, **UNSEEN, **FRESH, **NOVEL, **STRUCTURE, **ODD}
 """Every workload the search was not developed on when it was added."""
 WEIGHTED = {
     *DENSE,
@@ -170,6 +180,7 @@ WEIGHTED = {
     "novel_gpt2_qkv",
     "novel_down_2048",
     "struct_f16_proj",
+    "odd_head_1000",
 }
 
 
@@ -325,7 +336,10 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
         "(2d6bb2e). Of another structure (added on 2026-12-05 the same way, 1a3c27c): "
         "`struct_mn_256` (`?x256 @ 256x?`, M and N dynamic on their own, both operands "
         "inputs), `struct_f16_proj` (`?x768 @ 768x768` in f16, f32 accumulation), "
-        "`struct_batch_rows` (`?x?x64 @ ?x64x64`, the batch dynamic too); every dynamic dim "
+        "`struct_batch_rows` (`?x?x64 @ ?x64x64`, the batch dynamic too). Static extents no "
+        "multiple of 16 (added on 2026-12-06 the same way, 56cb0d3): `odd_head_1000` (`?x768 "
+        "@ 768x1000`, a 1000-class head), `odd_scores_h40` and `odd_context_h40` (8 heads of "
+        "size 40, Stable Diffusion 1.5's attention); every dynamic dim "
         "in 1..128, the bench at the 40 values set on every dim. Projections with a "
         "constant weight; one "
         "thread, side by side in "
