@@ -1,6 +1,7 @@
 """The explicit mmt4d tiles standalone, against IREE's data tiling, per T (issue 13).
 
-Each of the four BERT-base projections, its weight a module constant (as in a model),
+Each projection (the four BERT-base ones by default, any of ``never_slower.py``'s with
+``--workloads``), its weight a module constant (as in a model),
 is built as IREE's default, IREE's data tiling (``datatiled``) and every explicit
 ``mmt4d:m{M0}n32k1`` kernel of the space (``--m0``), then timed side by side in one
 process, interleaved per T, one thread (``local-sync``), every output checked against
@@ -27,8 +28,8 @@ import tempfile
 from pathlib import Path
 
 from bert_workloads import DENSE
-from bert_workloads import workloads as bert_workloads
 from constant_weight_bench import say, weight_as_constant
+from never_slower import WEIGHTED, all_workloads
 
 from dcmlir.driver import load_workloads
 from dcmlir.measure.loop import Measurer
@@ -55,7 +56,7 @@ def measure(
         kernel.validate(target)
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / f"{name}.mlir"
-        source.write_text(bert_workloads()[name])
+        source.write_text(all_workloads()[name])
         constant = Path(scratch) / f"{name}-constant.mlir"
         constant.write_text(weight_as_constant(source))
         _, (workload,), _ = load_workloads(constant, ["1:128"], io.StringIO())
@@ -120,6 +121,9 @@ def main() -> int:
     shapes = tuple(int(t) for t in args.seq.split(","))
     results = []
     for name in args.workloads.split(","):
+        if name not in WEIGHTED:
+            known = ", ".join(sorted(WEIGHTED))
+            parser.error(f"'{name}' has no weight to pack (projections: {known})")
         say(f"{name}: default, data tiling and mmt4d M0 = {args.m0}")
         results.append(measure(name, m0s, settings, shapes))
     out = Path(args.out)
