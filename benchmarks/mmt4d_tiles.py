@@ -1,9 +1,9 @@
 """The explicit mmt4d tiles standalone, against IREE's data tiling, per T (issue 13).
 
 Each projection (the four BERT-base ones by default, any of ``never_slower.py``'s with
-``--workloads``), its weight a module constant (as in a model),
-is built as IREE's default, IREE's data tiling (``datatiled``) and every explicit
-``mmt4d:m{M0}n32k1`` kernel of the space (``--m0``), then timed side by side in one
+``--workloads``), its weight a module constant (as in a model), is built as IREE's
+default, IREE's data tiling (``datatiled``) and an explicit ``mmt4d:m{M0}n32k1`` kernel
+per ``--m0`` (rows the space does not offer too), then timed side by side in one
 process, interleaved per T, one thread (``local-sync``), every output checked against
 numpy in float64. No search: the question is what each tile costs at each T, in
 particular at T = 9..16, where an 8-row tile runs twice and data tiling's 16-row tile
