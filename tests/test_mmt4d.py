@@ -23,12 +23,14 @@ from dcmlir.dispatch import Plan, WorkloadPlan
 from dcmlir.driver.compiling import _kernel_flags
 from dcmlir.ir.iree import load_function
 from dcmlir.layouts import fixed_weight, weight_seed
+from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.selection import kernel_families
 from dcmlir.search.shape_generic import SearchSettings
 from dcmlir.space import (
     DataTiledCandidate,
     DefaultCandidate,
     Mmt4dCandidate,
+    OneTileMmt4dCandidate,
     PackedCandidate,
     candidate_from_json,
     candidate_from_key,
@@ -41,10 +43,16 @@ from dcmlir.tools.cli import main
 
 def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
     avx512 = CpuTarget(vector_bits=512)  # 32 registers: 14 x 2 accumulators + 2 + 1
-    rows = (1, 2, 4, 8, 12, 14)
-    assert [c.key() for c in mmt4d_space(avx512)] == [f"mmt4d:m{m}n32k1" for m in rows]
-    avx2 = CpuTarget(vector_bits=256)  # 16 registers of 8 lanes: 4 x 16 at most
-    assert [c.key() for c in mmt4d_space(avx2)] == [f"mmt4d:m{m}n16k1" for m in (1, 2, 4)]
+    rows, one_tile = (1, 2, 4, 8, 12, 14), (3, 5, 6, 7)
+    assert [c.key() for c in mmt4d_space(avx512)] == [
+        *(f"mmt4d:m{m}n32k1" for m in rows),
+        *(f"mmt4d-one:m{m}n32k1" for m in one_tile),
+    ]
+    avx2 = CpuTarget(vector_bits=256)  # 16 registers of 8 lanes: 4 x 16 at most, one tile 6
+    assert [c.key() for c in mmt4d_space(avx2)] == [
+        *(f"mmt4d:m{m}n16k1" for m in (1, 2, 4)),
+        *(f"mmt4d-one:m{m}n16k1" for m in (3, 5, 6)),
+    ]
     assert not Mmt4dCandidate(14, 32).problems(avx512)
     wide = Mmt4dCandidate(15, 32)  # 30 accumulators leave one register for two weight vectors
     assert "accumulator registers" in " ".join(wide.problems(avx512))
@@ -53,7 +61,26 @@ def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
         assert candidate_from_key(candidate.key()) == candidate
         assert candidate_from_json(candidate.to_json()) == candidate
     space = workload_space(avx512, workload_of(constant_projection()))
-    assert sum(isinstance(c, Mmt4dCandidate) for c in space) == len(rows)
+    assert sum(isinstance(c, Mmt4dCandidate) for c in space) == len(rows) + len(one_tile)
+    assert isinstance(candidate_from_key("mmt4d-one:m5n32k1"), OneTileMmt4dCandidate)
+    assert type(candidate_from_key("mmt4d:m5n32k1")) is Mmt4dCandidate
+
+
+def test_a_one_tile_kernel_is_searched_up_to_its_rows_from_one_measurement() -> None:
+    """Measured once at its M0 (its time is flat up to there), estimated there from that
+    one point, and nowhere above it; an explicit tile of every M needs two tile counts."""
+    workload = workload_of(constant_projection())
+    candidates = [DataTiledCandidate(), Mmt4dCandidate(8, 32), OneTileMmt4dCandidate(5, 32)]
+    rows = PackedRows(workload, candidates)
+    shapes = [(t,) for t in range(1, 129)]
+    assert rows.bound(candidates[2]) == 5 and rows.bound(candidates[1]) is None
+    assert rows.picks(candidates[2], shapes) == [(5,)]
+    assert rows.picks(candidates[1], shapes) == [(8,), (128,)]
+    estimate = np.ones((len(shapes), len(candidates)))
+    keys = [c.key() for c in candidates]
+    rows.estimate(estimate, shapes, keys, {(keys[2], (5,)): 3e-5, (keys[1], (8,)): 5e-5})
+    assert (estimate[:5, 2] == 3e-5).all() and np.isinf(estimate[5:, 2]).all()
+    assert (estimate[:, 1] == 1.0).all()  # one tile count: the generic model's, untouched
 
 
 def test_mmt4d_kernels_never_share_a_build_with_the_encoded_ones() -> None:
@@ -104,15 +131,16 @@ def test_mmt4d_kernel_modules_compute_the_projection(layout: str) -> None:
 def test_a_dispatch_of_mmt4d_kernels_compiles_without_ukernels_and_stays_right(
     tmp_path: Path,
 ) -> None:
-    """m1 for M <= 2, m8 above; outside the range (0, 25, 40) the widest kernel runs, so the
-    weight lives packed only, once."""
+    """m1 for M <= 2, one 5-row tile for M = 3..5, m8 above; outside the range (0, 25, 40)
+    the widest kernel runs, so the weight lives packed only, once."""
     source = tmp_path / "proj.mlir"
     source.write_text(constant_projection("nk"))
     workload = workload_of(constant_projection("nk"))
     shapes = [(m,) for m in range(1, 25)]
-    kernels = [candidate_from_key("mmt4d:m1n32k1"), candidate_from_key("mmt4d:m8n32k1")]
-    choices = {s: 0 if s[0] <= 2 else 1 for s in shapes}
-    costs = {s: [1e-6, 2e-6] if s[0] <= 2 else [2e-6, 1e-6] for s in shapes}
+    keys = ("mmt4d:m1n32k1", "mmt4d-one:m5n32k1", "mmt4d:m8n32k1")
+    kernels = [candidate_from_key(key) for key in keys]
+    choices = {s: 0 if s[0] <= 2 else 1 if s[0] <= 5 else 2 for s in shapes}
+    costs = {s: [1e-6 if k == choices[s] else 2e-6 for k in range(3)] for s in shapes}
     planned = WorkloadPlan.build(workload, kernels, choices, costs, ranges={0: (1, 24)})
     Plan(CpuTarget(), "proj.mlir", (planned,)).save(tmp_path / "plan.json")
     result = dcmlir.compile(
@@ -121,7 +149,7 @@ def test_a_dispatch_of_mmt4d_kernels_compiles_without_ukernels_and_stays_right(
     assert result.dispatched == 1 and result.split is None
     emitted = (tmp_path / "d.mlir").read_text()
     assert emitted.count("outer_dims_perm") == 0  # N x K: no transpose in the weight's pack
-    assert emitted.count("linalg.mmt4d") == 3  # two kernels and the fallback
+    assert emitted.count("linalg.mmt4d") == 4  # three kernels and the fallback
     assert emitted.count("linalg.pack %w ") == 1  # once, before the cascade: IREE hoists it
     plan = Plan.load(tmp_path / "plan.json")
     assert _kernel_flags(plan, True, False) == ("--iree-llvmcpu-enable-ukernels=none",)
@@ -130,9 +158,10 @@ def test_a_dispatch_of_mmt4d_kernels_compiles_without_ukernels_and_stays_right(
         "--iree-llvmcpu-enable-ukernels=none",
     )
     assert 'dcmlir.kernel = "mmt4d:m1n32k1"' in emitted
+    assert 'dcmlir.kernel = "mmt4d-one:m5n32k1"' in emitted
     assert 'dcmlir.kernel = "fallback"' in emitted
     function = load_function(result.vmfb, "main")
-    assert_projects(function, (0, 1, 2, 3, 8, 17, 24, 25, 40))
+    assert_projects(function, (0, 1, 2, 3, 4, 5, 8, 17, 24, 25, 40))
 
 
 # --- choosing between families ---------------------------------------------------------

@@ -23,6 +23,7 @@ from dcmlir.space import (
     Candidate,
     DataTiledCandidate,
     Mmt4dCandidate,
+    OneTileMmt4dCandidate,
     PackedCandidate,
     data_tiling_m0,
 )
@@ -50,8 +51,9 @@ class PackedRows:
         self.candidates = list(candidates)
 
     def bound(self, candidate: Candidate) -> int | None:
-        """The largest M a packed kernel serves (its ``M0``, the M it tells IREE)."""
-        if isinstance(candidate, PackedCandidate) and self.one_dim:
+        """The largest M a packed kernel serves (its ``M0``, the M it tells IREE), and a
+        one-tile explicit kernel (its ``M0``, the M it is searched for)."""
+        if isinstance(candidate, PackedCandidate | OneTileMmt4dCandidate) and self.one_dim:
             return candidate.m0
         return None
 
@@ -155,11 +157,13 @@ class PackedRows:
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
         """Where to measure it first: one tile and the most tiles in range (a bounded
-        kernel: both ends of the rows it serves)."""
+        kernel: both ends of the rows it serves; a one-tile explicit kernel: its bound)."""
         rows = sorted(shape[0] for shape in shapes)
         bound = self.bound(candidate)
         if bound is not None:
             served = [r for r in rows if r <= bound] or rows[:1]
+            if isinstance(candidate, OneTileMmt4dCandidate):
+                return [(served[-1],)]  # one tile from the first row on: flat
             return sorted({(served[0],), (served[-1],)})
         tile = self.tile(candidate)
         assert tile is not None

@@ -29,9 +29,11 @@ from dcmlir.space.kinds import (
 )
 from dcmlir.space.packed import (
     MMT4D_M0,
+    MMT4D_ONE_TILE_M0,
     PACKED_M0,
     DataTiledCandidate,
     Mmt4dCandidate,
+    OneTileMmt4dCandidate,
     PackedCandidate,
     PackedFamily,
     PackedWeightCandidate,
@@ -45,6 +47,7 @@ from dcmlir.space.packed import (
 __all__ = [
     "CPU_REFERENCE_DEPTH",
     "MMT4D_M0",
+    "MMT4D_ONE_TILE_M0",
     "PACKED_M0",
     "Candidate",
     "CandidateError",
@@ -55,6 +58,7 @@ __all__ = [
     "DefaultCandidate",
     "ExactCandidate",
     "Mmt4dCandidate",
+    "OneTileMmt4dCandidate",
     "PackedCandidate",
     "PackedFamily",
     "PackedWeightCandidate",

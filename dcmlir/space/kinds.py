@@ -19,6 +19,7 @@ from dcmlir.space.exact import ExactCandidate
 from dcmlir.space.packed import (
     DataTiledCandidate,
     Mmt4dCandidate,
+    OneTileMmt4dCandidate,
     PackedCandidate,
     data_tiling_problem,
     mmt4d_space,
@@ -108,6 +109,8 @@ def candidate_from_json(obj: Mapping[str, Any]) -> Candidate:
         return _from_json_fields(PackedCandidate, obj)
     if kind == Mmt4dCandidate.kind:
         return _from_json_fields(Mmt4dCandidate, obj)
+    if kind == OneTileMmt4dCandidate.kind:
+        return _from_json_fields(OneTileMmt4dCandidate, obj)
     if kind == CudaCandidate.kind:
         values = dict(obj)
         if values.get("stated_workgroup_size") is not None:
@@ -132,7 +135,7 @@ def _exact_from_json(obj: Mapping[str, Any]) -> ExactCandidate:
 _EXACT_KEY = re.compile(r"^exact:(\d+(?:x\d+)*)$")
 _CPU_KEY = re.compile(r"^cpu:wg(\d+)x(\d+)(?::c(\d+)x(\d+))?:v(\d+)x(\d+):k(\d+)$")
 _PACKED_KEY = re.compile(r"^packed:m(\d+)n(\d+)k(\d+)$")
-_MMT4D_KEY = re.compile(r"^mmt4d:m(\d+)n(\d+)k(\d+)$")
+_MMT4D_KEY = re.compile(r"^mmt4d(-one)?:m(\d+)n(\d+)k(\d+)$")
 _CUDA_MMA_KEY = re.compile(r"^cuda-mma:wg(\d+)x(\d+):s(\d+)x(\d+):k(\d+)$")
 _CUDA_KEY = re.compile(r"^cuda:wg(\d+)x(\d+):t(\d+)x(\d+):k(\d+)(:p)?(?::ws(\d+)x(\d+)x(\d+))?$")
 
@@ -156,7 +159,9 @@ def candidate_from_key(key: str) -> Candidate:
         return PackedCandidate(*(int(v) for v in found.groups()))
     found = _MMT4D_KEY.match(key)
     if found:
-        return Mmt4dCandidate(*(int(v) for v in found.groups()))
+        one_tile, *sizes = found.groups()
+        kind = Mmt4dCandidate if one_tile is None else OneTileMmt4dCandidate
+        return kind(*(int(v) for v in sizes))
     found = _CUDA_MMA_KEY.match(key)
     if found:
         return CudaMmaCandidate(*(int(v) for v in found.groups()))
@@ -169,7 +174,8 @@ def candidate_from_key(key: str) -> Candidate:
         )
     raise ValueError(
         f"'{key}' is not a candidate key (e.g. default, cpu:wg8x128:v1x16:k8, "
-        "cuda:wg32x64:t4x4:k8:p, cuda-mma:wg64x64:s2x4:k8, packed:m4n16k1, mmt4d:m8n32k1)"
+        "cuda:wg32x64:t4x4:k8:p, cuda-mma:wg64x64:s2x4:k8, packed:m4n16k1, mmt4d:m8n32k1, "
+        "mmt4d-one:m5n32k1)"
     )
 
 

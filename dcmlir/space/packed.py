@@ -23,10 +23,12 @@ from dcmlir.workload import BATCH, K, M, N, Workload
 
 __all__ = [
     "MMT4D_M0",
+    "MMT4D_ONE_TILE_M0",
     "PACKED_LAYOUTS",
     "PACKED_M0",
     "DataTiledCandidate",
     "Mmt4dCandidate",
+    "OneTileMmt4dCandidate",
     "PackedCandidate",
     "PackedFamily",
     "PackedWeightCandidate",
@@ -175,13 +177,34 @@ class Mmt4dCandidate(_PackedTile):
         return found
 
 
+MMT4D_ONE_TILE_M0 = (3, 5, 6, 7)
+"""Rows of the explicit tiles searched as one tile only (:class:`OneTileMmt4dCandidate`): a
+tile's time is the rows it computes from the first on (one 2/3/4/5/8-row tile at T = 1:
+0.17/0.21/0.26/0.32/0.49 of data tiling's time on a Zen 4), so at T = 5..7 one tile of T
+rows takes two thirds of the 2-row tiles' or the 8-row tile's time. Searched as tiles of
+every M they cost the 12- and 14-row tiles the measurements that held T = 13..32 in a
+12-layer Llama (design.md section 12)."""
+
+
+@dataclass(frozen=True)
+class OneTileMmt4dCandidate(Mmt4dCandidate):
+    """An explicit mmt4d tile the search gives the M up to its ``M0`` only, where it is one
+    tile of flat time: one measurement estimates it, and it never competes for the M where
+    it would run several tiles (the program is :class:`Mmt4dCandidate`'s and is right at
+    every M)."""
+
+    kind: ClassVar[str] = "mmt4d-one"
+
+
 def mmt4d_space(target: CpuTarget) -> list[Mmt4dCandidate]:
     """One explicit kernel per M0 of :data:`MMT4D_M0` with ``N0`` twice the f32 lanes, where
-    a step's registers fit (AVX-512: up to 14 x 32; AVX2: 4 x 16). 16 x 32 needs all 32
-    registers for its accumulators: IREE 3.13 gave it wrong results once, and with
-    dcmlir's configuration it ran 1.0-1.26x data tiling's time."""
+    a step's registers fit (AVX-512: up to 14 x 32; AVX2: 4 x 16), then the one-tile kernels
+    of :data:`MMT4D_ONE_TILE_M0` that fit. 16 x 32 needs all 32 registers for its
+    accumulators: IREE 3.13 gave it wrong results once, and with dcmlir's configuration it
+    ran 1.0-1.26x data tiling's time."""
     n0 = 2 * target.lanes
     found = [Mmt4dCandidate(m0, n0) for m0 in MMT4D_M0]
+    found += [OneTileMmt4dCandidate(m0, n0) for m0 in MMT4D_ONE_TILE_M0]
     return [c for c in found if not c.problems(target)]
 
 
