@@ -15,10 +15,12 @@ from helpers import DENSE
 
 import dcmlir
 from dcmlir.dispatch import Plan
+from dcmlir.driver.guard_patches import next_kernels
 from dcmlir.driver.guarding import (
     RIVAL,
     TILED,
     GuardSettings,
+    _behind,
     _losses,
     _ratio,
     _rival_over_tuned,
@@ -111,6 +113,50 @@ def test_a_patch_runs_the_build_in_the_cell_of_the_kernel_that_lost(tmp_path: Pa
     assert patched(WorkloadReport(found.workload, result, plan), (8, 12), 9, build, 1.5) is None
 
 
+def test_where_the_plan_ran_the_build_that_won_its_next_kernels_take_the_cell(
+    tmp_path: Path,
+) -> None:
+    """Data tiling as one branch of the dispatch is not IREE's data-tiled build of the
+    model: where the plan already ran it and lost to that build, the plan's fastest other
+    kernel at each shape of the cell takes it (by the search's estimate), IREE's builds
+    never."""
+    (found,) = _tuned(tmp_path, io.StringIO()).workloads
+    search, build = found.search, DataTiledCandidate()
+    keys = [c.key() for c in search.candidates]
+    codegen = [c for c in search.candidates if not isinstance(c, DefaultCandidate | type(build))]
+    first, second = codegen[:2]
+    estimate = search.estimate.copy()
+    for row, shape in enumerate(search.shapes):
+        estimate[row, keys.index(build.key())] = 1.0
+        estimate[row, keys.index(first.key())] = 1.02 if shape[0] < 10 else 1.2
+        estimate[row, keys.index(second.key())] = 1.05 if shape[0] < 12 else 1.15
+        estimate[row, keys.index(DefaultCandidate().key())] = 0.9  # an IREE build: never next
+    kernels = [build, first, second, DefaultCandidate()]
+    choice = {shape: 0 for shape in search.shapes}  # data tiling at every T
+    runs_tiling = dataclasses.replace(
+        search, kernels=kernels, choice=choice, estimate=estimate, measured={}
+    )
+    report = WorkloadReport(found.workload, runs_tiling, workload_plan(runs_tiling, None, "config"))
+    assert next_kernels(report, (8, 12), 9, DefaultCandidate(), 1.2) is None  # not what ran
+    result = next_kernels(report, (8, 12), 9, build, 1.2)
+    assert result is not None
+    # lost to the rival plan: whichever IREE build the plan ran there
+    rival_lost = next_kernels(report, (8, 12), 9, None, 1.2)
+    assert rival_lost is not None and rival_lost.choice == result.choice
+    for shape in search.shapes:
+        now = result.kernels[result.choice[shape]]
+        if not 8 <= shape[0] <= 11:  # T = 12: both more than NEXT_WITHIN behind
+            assert now == build
+            continue
+        assert now == (first if shape[0] < 10 else second)
+        assert result.kernel_cost(shape, result.choice[shape])[0] == pytest.approx(1.0 / 1.2)
+    plan = workload_plan(result, None, "config")
+    assert plan.kernels[plan.tree.select((9,))].candidate == first
+    alone = dataclasses.replace(runs_tiling, kernels=[build, DefaultCandidate()])
+    report = WorkloadReport(found.workload, alone, workload_plan(alone, None, "config"))
+    assert next_kernels(report, (8, 12), 9, build, 1.2) is None  # no other kernel: unchanged
+
+
 def test_tune_with_the_guard_times_the_module_beside_iree(tmp_path: Path) -> None:
     stream = io.StringIO()
     with Roles(guard=guard_plan).in_scope():  # the real guard (the suite keeps the reports)
@@ -198,6 +244,32 @@ def test_the_rival_plan_takes_a_point_it_wins_and_is_no_iree_build() -> None:
     losses = _losses(times, {1: [], 2: [], 3: []}, 0.03)
     assert losses == {1: (RIVAL, 2.0), 3: (RIVAL, 2.5)}  # 2: within the margin
     assert _ratio(times, 1) == 0.5  # over the faster IREE build, never over the rival
+
+
+def test_behind_is_any_point_an_iree_build_beats_never_the_rival() -> None:
+    """Where the module is behind IREE's faster build at all, the plan's next kernels are
+    tried if it runs that build's branch there; the rival is no build a branch can be."""
+    times = {
+        "dcmlir": {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0},
+        "iree-default": {1: 0.99, 2: 2.0, 3: 0.9, 4: 2.0},
+        TILED: {1: 2.0, 2: 1.01, 3: 2.0, 4: 0.95},
+        RIVAL: {1: 0.5, 2: 0.5, 3: 2.0, 4: 2.0},
+    }
+    agree = {1: [], 2: [], 3: [], 4: []}
+    behind = _behind(times, agree)  # 2: no build beats it (data tiling 1.01)
+    assert {t: n for t, (n, _) in behind.items()} == {
+        1: "iree-default",
+        3: "iree-default",
+        4: TILED,
+    }
+    assert behind[1][1] == pytest.approx(1 / 0.99)  # within the margin: still behind
+    losses = _losses(times, agree, 0.03)  # the rival counts there
+    assert {t: n for t, (n, _) in losses.items()} == {
+        1: RIVAL,
+        2: RIVAL,
+        3: "iree-default",
+        4: TILED,
+    }
 
 
 def test_the_rival_replaces_the_plan_whole_when_faster_by_geomean() -> None:

@@ -12,9 +12,10 @@ up to 16, steps of 10% beyond, and the edges and middle of each stretch of the d
 one kernel runs (:func:`guard_points`). Where the tuned module is more than
 :data:`MARGIN` slower than the faster IREE build, in two sessions, or computes other
 numbers, the shapes of the kernel it ran there, in that point's cell (every dynamic
-extent nearer to it than to the next point, in log extents), go to that build, and the
-plan is made again. The tuned module, patched, is timed once more beside both builds,
-and the table printed.
+extent nearer to it than to the next point, in log extents), go to that build (where the
+plan already runs that build there, in its own dispatch, to the plan's next kernels:
+:func:`.guard_patches.next_kernels`), and the plan is made again. The tuned module,
+patched, is timed once more beside both builds, and the table printed.
 
 A rival plan of dcmlir's own can stand beside IREE's builds (``rival``): the workloads
 searched again without the explicit mmt4d kernels (:mod:`.rival_plans`). Those kernels are
@@ -34,10 +35,9 @@ gives the pairs they timed) and one more compile.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
@@ -46,6 +46,7 @@ from dcmlir.build.compiler import BuildError
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile, compile_default
+from dcmlir.driver.guard_patches import next_kernels, patched, swapped
 from dcmlir.driver.loading import TuneError, read_source
 from dcmlir.driver.module_timing import (
     loaded_functions,
@@ -60,9 +61,7 @@ from dcmlir.driver.placing import timed_range, untimed_reason
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.ir.iree import RuntimeFailure
 from dcmlir.progress import Progress
-from dcmlir.search.outcome import SearchResult
 from dcmlir.search.selection import finite_geomean
-from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 from dcmlir.target import CpuTarget
 
@@ -139,91 +138,6 @@ def cells(points: Sequence[int], lo: int, hi: int) -> dict[int, tuple[int, int]]
     return found
 
 
-def patched(
-    report: WorkloadReport,
-    cell: tuple[int, int],
-    point: int,
-    build: Candidate,
-    ratio: float,
-) -> SearchResult | None:
-    """``report``'s search with ``build`` chosen at the shapes of ``cell`` where the plan runs
-    what it runs at ``point`` (every dim at it), its estimate there the kernel's over
-    ``ratio`` (the tuned module's time over the build's, so that the tree keeps it); None
-    where the build is not among the search's candidates or already runs there. By what the
-    plan runs, not the search's picks: where the tree ran a neighbour's kernel at ``point``
-    (within its 1%), a patch keyed on the picks missed ``point`` itself (tests/test_guard.py
-    failed so once in CI)."""
-    return _chosen_in_cell(report, cell, point, lambda _: build, ratio, {})
-
-
-def swapped(
-    report: WorkloadReport,
-    rival: WorkloadReport,
-    cell: tuple[int, int],
-    point: int,
-    ratio: float,
-) -> SearchResult | None:
-    """``report``'s search with what ``rival``'s plan runs chosen at each shape of ``cell``
-    where ``report``'s plan runs what it runs at ``point`` (as :func:`patched` does with
-    one build); the rival's exact builds stay. None where nothing changes."""
-
-    def rival_runs(shape: Shape) -> Candidate:
-        return rival.plan.kernels[rival.plan.tree.select(shape)].candidate
-
-    return _chosen_in_cell(report, cell, point, rival_runs, ratio, rival.search.exact)
-
-
-def _chosen_in_cell(
-    report: WorkloadReport,
-    cell: tuple[int, int],
-    point: int,
-    build_at: Callable[[Shape], Candidate],
-    ratio: float,
-    exact_kept: Mapping[Shape, float],
-) -> SearchResult | None:
-    """:func:`patched` and :func:`swapped`: ``build_at(shape)`` chosen at the cell's shapes
-    where the plan runs its kernel at ``point``."""
-    search = report.search
-    keys = [c.key() for c in search.candidates]
-    at = (point,) * len(report.plan.dims)
-    ran_key = report.plan.kernels[report.plan.tree.select(at)].candidate.key()
-    kernels = list(search.kernels)
-    known = [k.key() for k in kernels]
-    if ran_key not in known:
-        return None
-    choice, estimate = dict(search.choice), search.estimate.copy()
-    measured = dict(search.measured)
-    low, high = cell
-    changed = False
-    for row, shape in enumerate(search.shapes):
-        if not all(low <= d <= high for d in shape):
-            continue
-        # what the plan runs there, not the search's pick: the tree may run a neighbour's
-        if report.plan.kernels[report.plan.tree.select(shape)].candidate.key() != ran_key:
-            continue
-        build = build_at(shape)
-        if build.key() == ran_key or build.key() not in keys:
-            continue
-        if build.key() not in known:
-            kernels.append(build)
-            known.append(build.key())
-        before, _ = search.kernel_cost(shape, known.index(ran_key))
-        choice[shape] = known.index(build.key())
-        estimate[row, keys.index(build.key())] = before / ratio
-        measured.pop((build.key(), shape), None)  # the estimate holds the guard's evidence
-        changed = True
-    if not changed:
-        return None
-    exact = {
-        s: t
-        for s, t in search.exact.items()
-        if s in exact_kept or not all(low <= d <= high for d in s)
-    }
-    return dataclasses.replace(
-        search, kernels=kernels, choice=choice, estimate=estimate, measured=measured, exact=exact
-    )
-
-
 def guard_plan(
     reports: Sequence[WorkloadReport],
     make_plan: MakePlan,
@@ -276,50 +190,64 @@ def guard_plan(
             builds, times = _rival_as_tuned(builds), _rival_as_tuned(times)
             wrong = {p: [n for n in names if n in BUILDS] for p, names in wrong.items()}
         losses = _losses(times, wrong, settings.margin)
-        if losses:
-            again, wrong_again = timing.run(builds, sorted(losses), stream=stream)
-            losses = {
-                t: won
-                for t, won in _losses(again, wrong_again, settings.margin).items()
-                if t in losses
-            }
+        behind = _behind(times, wrong)  # where the plan may run that build's branch
+        if behind or losses:  # the same in a second session, or it is noise
+            timed_again = sorted(set(losses) | set(behind))
+            again, wrong_again = timing.run(builds, timed_again, stream=stream)
+            confirmed = _losses(again, wrong_again, settings.margin)
+            losses = {t: won for t, won in confirmed.items() if t in losses}
+            confirmed = _behind(again, wrong_again)
+            behind = {t: confirmed[t] for t in behind if t in confirmed and t not in losses}
+        # the next kernels' estimate below the build's by the margin at least: the tree keeps it
+        tried = losses | {t: (n, max(r, 1.0 + settings.margin)) for t, (n, r) in behind.items()}
         ranges = [d.range for r in reports for d in r.plan.dims]
         within = cells(points, max(r[0] for r in ranges), min(r[1] for r in ranges))
 
+        nexts: set[int] = set()  # points where the plan's next kernels took the build's place
+
         def kept_at(points: Iterable[int]) -> list[WorkloadReport]:
             found = list(reports)
+            nexts.clear()
             for point in sorted(points):
-                name, ratio = losses[point]
+                name, ratio = tried[point]
+                build = BUILDS.get(name)  # the rival: whichever IREE build the plan ran
                 for i, report in enumerate(found):
-                    search = (
-                        swapped(report, rivals[i], within[point], point, ratio)
-                        if name == RIVAL
-                        else patched(report, within[point], point, BUILDS[name], ratio)
-                    )
+                    search = None
+                    if name == RIVAL:
+                        search = swapped(report, rivals[i], within[point], point, ratio)
+                    elif point in losses:
+                        search = patched(report, within[point], point, BUILDS[name], ratio)
+                    args = (report, within[point], point, build, ratio)
+                    if search is None and (search := next_kernels(*args)) is not None:
+                        nexts.add(point)
                     if search is not None:
                         plan_of = workload_plan(search, max_depth, route)
                         found[i] = WorkloadReport(report.workload, search, plan_of)
             return found
 
         after: dict[str, dict[int, float]] = {}
-        found = kept_at(losses)
-        if losses:  # timed again: a patch that made its point no faster (or wrong) is undone
+        found = kept_at(tried)
+        tried = {t: won for t, won in tried.items() if t in losses or t in nexts}
+        if tried:  # timed again: a patch that made its point no faster (or wrong) is undone
             builds[TUNED] = make_plan(found)
-            after, wrong_after = timing.run(builds, sorted(losses), stream=stream)
+            after, wrong_after = timing.run(builds, sorted(tried), stream=stream)
+            # a point only behind (within the margin) keeps its next kernels where the module
+            # then beats the build: noise between them must not leave it slower than it was
             helped = [
                 t
-                for t in losses
-                if TUNED not in wrong_after[t] and _ratio(after, t) < _ratio(times, t)
+                for t in tried
+                if TUNED not in wrong_after[t]
+                and _ratio(after, t) < min(_ratio(times, t), math.inf if t in losses else 1.0)
             ]
-            found = kept_at(helped) if len(helped) < len(losses) else found
-            losses = {t: losses[t] for t in helped} | {
-                t: ("none", losses[t][1]) for t in losses if t not in helped
+            found = kept_at(helped) if len(helped) < len(tried) else found
+            losses = {t: tried[t] for t in helped} | {
+                t: ("none", tried[t][1]) for t in tried if t not in helped
             }
     except (TuneError, BuildError, RuntimeFailure, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"dcmlir: guard: not run: {first}", file=stream)
         return list(reports)
-    _print_table(times, after, losses, stream)
+    _print_table(times, after, losses, stream, nexts)
     return found
 
 
@@ -380,6 +308,14 @@ def _losses(
         elif ratio > 1.0 + margin:
             found[point] = (name, ratio)
     return found
+
+
+def _behind(
+    times: Mapping[str, Mapping[int, float]], wrong: Mapping[int, list[str]]
+) -> dict[int, tuple[str, float]]:
+    """:func:`_losses` against IREE's builds alone, by any margin: where the plan runs the
+    faster build's branch there, its next kernels are tried (:func:`.next_kernels`)."""
+    return _losses({n: t for n, t in times.items() if n == TUNED or n in BUILDS}, wrong, 0.0)
 
 
 class _Timing:
@@ -458,10 +394,18 @@ def _print_table(
     after: Mapping[str, Mapping[int, float]],
     losses: Mapping[int, tuple[str, float]],
     stream: IO[str],
+    nexts: Collection[int] = (),
 ) -> None:
     """The builds kept, and one ratio per point: the tuned module over the faster IREE
-    build, before and (where it lost) after its patch."""
-    kept = ", ".join(f"T={t} to {n}" for t, (n, _) in sorted(losses.items()) if n != "none")
+    build, before and (where it lost) after its patch (``nexts``: points where the plan's
+    next kernels took the place of the build it already ran,
+    :func:`.guard_patches.next_kernels`)."""
+    instead = " (where the plan ran an IREE build's branch: its next kernels)"
+    kept = ", ".join(
+        f"T={t} to {n}" + (instead if t in nexts else "")
+        for t, (n, _) in sorted(losses.items())
+        if n != "none"
+    )
     undone = [str(t) for t, (n, _) in sorted(losses.items()) if n == "none"]
     print(
         f"dcmlir: guard: timed beside {', '.join(n for n in before if n != TUNED)} at "
