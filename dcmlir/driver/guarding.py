@@ -14,8 +14,10 @@ one kernel runs (:func:`guard_points`). Where the tuned module is more than
 numbers, the shapes of the kernel it ran there, in that point's cell (every dynamic
 extent nearer to it than to the next point, in log extents), go to that build (where the
 plan already runs that build there, in its own dispatch, to the plan's next kernels:
-:func:`.guard_patches.next_kernels`), and the plan is made again. The tuned module,
-patched, is timed once more beside both builds, and the table printed.
+:func:`.guard_patches.next_kernels`; so too where it is behind a build within the margin
+in both sessions, kept only where the module then beats the build), and the plan is made
+again. The tuned module, patched, is timed once more beside both builds, and the table
+printed.
 
 A rival plan of dcmlir's own can stand beside IREE's builds (``rival``): the workloads
 searched again without the explicit mmt4d kernels (:mod:`.rival_plans`). Those kernels are
