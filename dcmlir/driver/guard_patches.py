@@ -130,10 +130,12 @@ def next_kernels(
         return None
     if build is not None and ran.key() != build.key():
         return None
-    build = ran
-    keys = [c.key() for c in search.candidates]
+    build, keys = ran, [c.key() for c in search.candidates]
+    if build.key() not in keys:  # no estimate to weigh the others by
+        return None
     rows = {shape: row for row, shape in enumerate(search.shapes)}
-    others = [k for k in search.kernels if not isinstance(k, DefaultCandidate | DataTiledCandidate)]
+    iree = DefaultCandidate | DataTiledCandidate
+    others = [k for k in search.kernels if not isinstance(k, iree) and k.key() in keys]
 
     def fastest_other(shape: Shape) -> Candidate:
         row = rows[shape]
