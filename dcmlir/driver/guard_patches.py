@@ -13,7 +13,7 @@ from dcmlir.search.outcome import SearchResult
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 
-__all__ = ["NEXT_WITHIN", "next_kernels", "patched", "swapped"]
+__all__ = ["NEXT_WITHIN", "next_kernels", "patched", "ran_build", "swapped"]
 
 NEXT_WITHIN = 1.1
 """A next kernel estimated more than this behind the IREE build it would replace is left
@@ -106,6 +106,14 @@ def _chosen_in_cell(
     )
 
 
+def ran_build(report: WorkloadReport, point: int) -> Candidate | None:
+    """The IREE build the plan runs at ``point`` (every dim at it), None where it runs a
+    kernel of its own."""
+    at = (point,) * len(report.plan.dims)
+    ran = report.plan.kernels[report.plan.tree.select(at)].candidate
+    return ran if isinstance(ran, DefaultCandidate | DataTiledCandidate) else None
+
+
 def next_kernels(
     report: WorkloadReport,
     cell: tuple[int, int],
@@ -123,25 +131,23 @@ def next_kernels(
     32, where the 8- and 4-row explicit tiles it tied with standalone ran it 0.89-0.95 of
     that build (docs/design.md section 12). None where the plan runs no IREE build (or
     another one) at ``point`` or has no other kernel near enough."""
-    search = report.search
-    at = (point,) * len(report.plan.dims)
-    ran = report.plan.kernels[report.plan.tree.select(at)].candidate
-    if not isinstance(ran, DefaultCandidate | DataTiledCandidate):
+    search, ran = report.search, ran_build(report, point)
+    if ran is None or (build is not None and ran.key() != build.key()):
         return None
-    if build is not None and ran.key() != build.key():
-        return None
-    build, keys = ran, [c.key() for c in search.candidates]
-    if build.key() not in keys:  # no estimate to weigh the others by
+    keys = [c.key() for c in search.candidates]
+    if ran.key() not in keys:  # no estimate to weigh the others by
         return None
     rows = {shape: row for row, shape in enumerate(search.shapes)}
-    iree = DefaultCandidate | DataTiledCandidate
-    others = [k for k in search.kernels if not isinstance(k, iree) and k.key() in keys]
+    own = keys.index(ran.key())
+    others = [
+        (keys.index(k.key()), k)
+        for k in search.kernels
+        if not isinstance(k, DefaultCandidate | DataTiledCandidate) and k.key() in keys
+    ]
 
     def fastest_other(shape: Shape) -> Candidate:
-        row = rows[shape]
-        found = [(search.estimate[row, keys.index(k.key())], k) for k in others]
-        most = search.estimate[row, keys.index(build.key())] * NEXT_WITHIN
-        near = [(seconds, k) for seconds, k in found if seconds <= most]
-        return min(near, key=lambda f: f[0])[1] if near else build  # the build: no change
+        estimate = search.estimate[rows[shape]]
+        near = [(estimate[c], k) for c, k in others if estimate[c] <= estimate[own] * NEXT_WITHIN]
+        return min(near, key=lambda f: f[0])[1] if near else ran  # the build: no change
 
     return _chosen_in_cell(report, cell, point, fastest_other, ratio, {})

@@ -48,7 +48,7 @@ from dcmlir.build.compiler import BuildError
 from dcmlir.codegen.packed import DATA_TILING_FLAGS
 from dcmlir.dispatch import Plan
 from dcmlir.driver.compiling import compile, compile_default
-from dcmlir.driver.guard_patches import next_kernels, patched, swapped
+from dcmlir.driver.guard_patches import next_kernels, patched, ran_build, swapped
 from dcmlir.driver.loading import TuneError, read_source
 from dcmlir.driver.module_timing import (
     loaded_functions,
@@ -192,7 +192,11 @@ def guard_plan(
             builds, times = _rival_as_tuned(builds), _rival_as_tuned(times)
             wrong = {p: [n for n in names if n in BUILDS] for p, names in wrong.items()}
         losses = _losses(times, wrong, settings.margin)
-        behind = _behind(times, wrong)  # where the plan may run that build's branch
+        behind = {  # where a plan runs an IREE build's branch: its next kernels are tried
+            t: won
+            for t, won in _behind(times, wrong).items()
+            if any(ran_build(report, t) is not None for report in reports)
+        }
         if behind or losses:  # the same in a second session, or it is noise
             timed_again = sorted(set(losses) | set(behind))
             again, wrong_again = timing.run(builds, timed_again, stream=stream)
