@@ -43,7 +43,7 @@ from dcmlir.tools.cli import main
 
 def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
     avx512 = CpuTarget(vector_bits=512)  # 32 registers: 14 x 2 accumulators + 2 + 1
-    rows, one_tile = (1, 2, 4, 8, 12, 14), (3, 5, 6, 7)
+    rows, one_tile = (1, 2, 4, 8, 12, 14), (3, 5, 6, 7, 9, 10, 11, 13)
     assert [c.key() for c in mmt4d_space(avx512)] == [
         *(f"mmt4d:m{m}n32k1" for m in rows),
         *(f"mmt4d-one:m{m}n32k1" for m in one_tile),
@@ -228,6 +228,34 @@ def test_a_faster_family_that_loses_on_one_cell_is_contested_there() -> None:
     chosen = contested_family(clean, ROWS, FAMILY, settings)  # no build in it: close calls
     assert chosen is not None and chosen[1] == pytest.approx(0.90)
     assert keys_of(chosen[0].columns) == {"mmt4d:m4n32k1", "mmt4d:m8n32k1"}
+
+
+def test_one_tile_kernels_are_chosen_beyond_the_cap_where_they_win() -> None:
+    """`dense_ffn2`, budget 240, 8 kernels: the 3-row tile measured at 141 us at T = 3, the
+    4-row tile at 189, and T = 3 ran the 4-row tile: the proofs added data tiling, and the
+    cap left the one-tile kernel out. Outside the cap (and the cover) each one-tile kernel
+    takes the rows it wins, and takes no place from a tile that serves every M."""
+    from dcmlir.search.selection import select_kernels
+
+    candidates = [Mmt4dCandidate(4, 32), Mmt4dCandidate(8, 32)]
+    candidates += [OneTileMmt4dCandidate(3, 32), OneTileMmt4dCandidate(5, 32)]
+    shapes = [(t,) for t in range(1, 17)]
+    estimate = np.array(
+        [
+            [
+                2.5 * -(-t // 4),
+                4.0 * -(-t // 8),
+                1.9 if t <= 3 else np.inf,
+                3.0 if t <= 5 else np.inf,
+            ]
+            for (t,) in shapes
+        ]
+    )
+    kernels, choice = select_kernels(estimate, shapes, candidates, SearchSettings(max_kernels=1))
+    picked = {t: candidates[kernels[choice[(t,)]]].key() for (t,) in shapes}
+    assert [picked[t] for t in (1, 2, 3, 5)] == ["mmt4d-one:m3n32k1"] * 3 + ["mmt4d-one:m5n32k1"]
+    (full,) = {picked[t] for t in (4, *range(6, 17))}  # the one tile the cap allows
+    assert full.startswith("mmt4d:")
 
 
 @pytest.mark.parametrize(
@@ -706,6 +734,41 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     assert estimate[8, tiled] == pytest.approx(10.0e-6)
     assert estimate[8:16, m8] == pytest.approx(9.0e-6)  # T = 9..16: 0.9 x 10, not 18 or 30
     assert estimate[31, m8] == pytest.approx(estimate[31, tiled] * 20 / 21)  # its own regime
+
+
+def test_a_pair_one_of_whose_samples_was_slowed_alone_is_left_out() -> None:
+    """`dense_ffn2`, budget 240: data tiling took 1.13 ms in the one pair of the 14-row
+    tile's one-tile regime, where its other one-tile measurements took 0.70-0.84, and the
+    14-row tile 0.67 beside it (0.60 at three other T). The pair's 0.59 made the tile's
+    estimate 0.46 there, and it took T = 9..12 from the 12-row tile. A pair whose two
+    samples were slowed alike (a slow moment of the machine) still counts."""
+    from test_database import make
+
+    from dcmlir.search.side_by_side import Pairs
+
+    candidates = [PackedCandidate(16, 16), DataTiledCandidate(), Mmt4dCandidate(14, 32)]
+    keys = [c.key() for c in candidates]  # the packed kernel: data tiling's tile, 16 rows
+    shapes = [(t,) for t in range(1, 29)]
+    rows = PackedRows(workload_of(constant_projection()), candidates)
+
+    def estimate_at_13(kernel_there: float) -> float:
+        measured = {(keys[1], (t,)): us * 1e-6 for t, us in ((1, 700), (5, 720), (9, 780))}
+        measured |= {(keys[2], (t,)): us * 1e-6 for t, us in ((9, 602), (12, 604), (14, 599))}
+        measured |= {(keys[1], (28,)): 1400e-6, (keys[2], (28,)): 1200e-6}  # 2 tiles
+        measured |= {(keys[1], (13,)): 1132e-6, (keys[2], (13,)): kernel_there * 1e-6}
+        records = {
+            pair: make(pair[0], 13, (seconds,), together=keys[1:])
+            if pair[1] == (13,)
+            else make(pair[0], pair[1][0], (seconds,))
+            for pair, seconds in measured.items()
+        }
+        estimate = np.ones((len(shapes), len(candidates)))
+        rows.estimate(estimate, shapes, keys, measured, Pairs(records))
+        return float(estimate[12, 2]) * 1e6
+
+    assert estimate_at_13(666) == pytest.approx(603, abs=1)  # its own median, not 0.59 x 750
+    slowed_alike = estimate_at_13(1000)  # 1.66x its own, data tiling's 1.57x: both slowed
+    assert slowed_alike == pytest.approx(750 * 1000 / 1132, rel=0.01)  # data tiling's x the pair
 
 
 @pytest.mark.parametrize(("lanes", "tile"), [(16, 16), (8, 8)])

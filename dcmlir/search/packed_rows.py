@@ -12,6 +12,7 @@ throughput with the work and cannot see the flat steps (docs/design.md section 1
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ from dcmlir.space import (
 )
 from dcmlir.workload import Workload
 
-__all__ = ["CLEAR_WIN", "PackedRows", "Regime"]
+__all__ = ["CLEAR_WIN", "PAIR_OUTLIER", "PackedRows", "Regime"]
 
 Regime = tuple[int, int]
 """The row-tile counts of a kernel and an IREE build at a shape."""
@@ -38,6 +39,17 @@ CLEAR_WIN = 1.5
 """A kernel timed at a shape at 1 / CLEAR_WIN or less of the time IREE's data tiling took at a
 shape of the same row-tile count (where data tiling's time is the same) keeps the shape
 without a side-by-side pair (:meth:`PackedRows.clear_wins`)."""
+
+PAIR_OUTLIER = 1.3
+"""A side-by-side pair is left out of its regime's ratio (:meth:`PackedRows.paired`) where
+one of its samples is this much further above its kernel's other measurements of that
+tile count (their median, two or more) than the other sample is above its own: a sample
+the machine slowed alone, not a slow moment that slowed both. On `dense_ffn2`
+(never_slower.py, budget 240, 2026-12-06) data tiling took 1084-1306 us in the one pair
+of the 14-row tile's one-tile regime (T = 13), where its 16 other one-tile measurements
+took 696-839, and the 14-row tile 642-683 beside it (599-604 at T = 9, 12, 14): the pair's
+0.59 made the 14-row tile's estimate 458 us there, and it took T = 9..12 from the 12-row
+tile (531 measured)."""
 
 
 class PackedRows:
@@ -145,15 +157,54 @@ class PackedRows:
 
         return tile_steps
 
-    def paired(self, candidate: Candidate, build: Candidate, pairs: Pairs) -> dict[Regime, float]:
+    def paired(
+        self,
+        candidate: Candidate,
+        build: Candidate,
+        pairs: Pairs,
+        measured: Mapping[tuple[str, Shape], float] | None = None,
+    ) -> dict[Regime, float]:
         """Per regime, the kernel's time over the build's: the geomean over the pairs the
-        two were timed in side by side (:class:`~dcmlir.search.side_by_side.Pairs`)."""
+        two were timed in side by side (:class:`~dcmlir.search.side_by_side.Pairs`), less
+        those one of whose samples the machine slowed alone (:data:`PAIR_OUTLIER`, read
+        from the ``measured`` times)."""
         logs: dict[Regime, list[float]] = {}
-        for shape, value in pairs.logs(candidate.key(), build.key()):
+        for shape, mine, theirs in pairs.samples(candidate.key(), build.key()):
             regime = self.regime(candidate, build, shape)
-            if regime is not None:
-                logs.setdefault(regime, []).append(value)
+            if regime is None:
+                continue
+            pair = ((candidate, mine), (build, theirs))
+            if measured is not None and self._slowed_alone(pair, shape, measured):
+                continue
+            logs.setdefault(regime, []).append(math.log(mine / theirs))
         return {regime: math.exp(sum(v) / len(v)) for regime, v in logs.items()}
+
+    def _slowed_alone(
+        self,
+        pair: tuple[tuple[Candidate, float], tuple[Candidate, float]],
+        shape: Shape,
+        measured: Mapping[tuple[str, Shape], float],
+    ) -> bool:
+        """Whether one sample of a ``pair`` (kernel, seconds) at ``shape`` is over
+        :data:`PAIR_OUTLIER` times further above its kernel's other measurements of the
+        same row-tile count (their median, two or more each) than the other's."""
+        above = []
+        for candidate, seconds in pair:
+            tile = self.tile(candidate)
+            assert tile is not None
+            count = tiles(shape[0], tile)
+            others = [
+                value
+                for (key, where), value in measured.items()
+                if key == candidate.key()
+                and where != shape
+                and math.isfinite(value)
+                and tiles(where[0], tile) == count
+            ]
+            if len(others) < 2:
+                return False
+            above.append(math.log(seconds / statistics.median(others)))
+        return abs(above[0] - above[1]) > math.log(PAIR_OUTLIER)
 
     def picks(self, candidate: Candidate, shapes: Sequence[Shape]) -> list[Shape]:
         """Where to measure it first: one tile and the most tiles in range (a bounded
@@ -195,16 +246,21 @@ class PackedRows:
             if bound is not None:
                 estimate[[shape[0] > bound for shape in shapes], column] = math.inf
         if pairs is not None:
-            self._beside_data_tiling(estimate, shapes, pairs)
+            self._beside_data_tiling(estimate, shapes, pairs, measured)
 
     def _beside_data_tiling(
-        self, estimate: np.ndarray, shapes: Sequence[Shape], pairs: Pairs
+        self,
+        estimate: np.ndarray,
+        shapes: Sequence[Shape],
+        pairs: Pairs,
+        measured: Mapping[tuple[str, Shape], float],
     ) -> None:
         """In a regime where a kernel and data tiling were timed side by side, the kernel's
         estimate is data tiling's times their paired ratio. Each alone is the median of
         samples taken minutes apart: on `dense_out` 8-row tiles took 208 us at T = 15 beside
         data tiling's 230, and data tiling's median over its one-tile shapes was 187 us,
-        so the explicit family was estimated 1.12x slower where it was timed 0.90x."""
+        so the explicit family was estimated 1.12x slower where it was timed 0.90x (a pair
+        one of whose samples was slowed alone is left out: :data:`PAIR_OUTLIER`)."""
         build = next((c for c in self.candidates if isinstance(c, DataTiledCandidate)), None)
         if build is None or self.tile(build) is None:
             return
@@ -212,7 +268,7 @@ class PackedRows:
         for column, candidate in enumerate(self.candidates):
             if column == theirs or self.tile(candidate) is None:
                 continue
-            ratios = self.paired(candidate, build, pairs)
+            ratios = self.paired(candidate, build, pairs, measured)
             for row, shape in enumerate(shapes):
                 regime = self.regime(candidate, build, shape)
                 ratio = None if regime is None else ratios.get(regime)

@@ -47,22 +47,32 @@ class Pairs:
         """``log(mine / theirs)`` of every pair of the two (a shape may hold two)."""
         return self.first_logs(mine, theirs) + self.again_logs(mine, theirs)
 
+    def samples(self, mine: str, theirs: str) -> list[tuple[Shape, float, float]]:
+        """(shape, mine's seconds, theirs') of every pair of the two, as :meth:`logs`."""
+        return self._first(mine, theirs) + self._again(mine, theirs)
+
     def first_logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
         """``log(mine / theirs)`` of the pairs of the two's first records timed side by side."""
+        return [(shape, math.log(a / b)) for shape, a, b in self._first(mine, theirs)]
+
+    def again_logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
+        """``log(mine / theirs)`` of the pairs of the two timed again."""
+        return [(shape, math.log(a / b)) for shape, a, b in self._again(mine, theirs)]
+
+    def _first(self, mine: str, theirs: str) -> list[tuple[Shape, float, float]]:
         found = []
         for (key, shape), record in self.records.items():
             other = self.records.get((theirs, shape))
             if key != mine or other is None or not (record.ok and other.ok):
                 continue
             if side_by_side(self.records, mine, theirs, shape):
-                found.append((shape, math.log(record.median / other.median)))
+                found.append((shape, record.median, other.median))
         return found
 
-    def again_logs(self, mine: str, theirs: str) -> list[tuple[Shape, float]]:
-        """``log(mine / theirs)`` of the pairs of the two timed again."""
+    def _again(self, mine: str, theirs: str) -> list[tuple[Shape, float, float]]:
         found = []
         for (shape, together, key), record in self.again.items():
             other = self.again.get((shape, together, theirs))
             if key == mine and other is not None:
-                found.append((shape, math.log(record.median / other.median)))
+                found.append((shape, record.median, other.median))
         return found
