@@ -33,6 +33,7 @@ from dcmlir.space import (
     DataTiledCandidate,
     DefaultCandidate,
     Mmt4dCandidate,
+    OneTileMmt4dCandidate,
     PackedCandidate,
 )
 
@@ -160,9 +161,9 @@ def family_selections(
 ) -> list[FamilySelection]:
     """Each family's own selection (:func:`kernel_families` order)."""
     floor = build_floor(estimate, candidates)
-    free = _free_columns(candidates)
+    beyond = _beyond_cap(candidates)
     return [
-        _selection(estimate, shapes, columns, floor, settings, free)
+        _selection(estimate, shapes, columns, floor, settings, *beyond)
         for columns in kernel_families(candidates, settings.floor_only)
     ]
 
@@ -193,8 +194,9 @@ def _chosen(
     if not mixes:
         return best
     floor = build_floor(estimate, candidates)
-    free = _free_columns(candidates)
-    mixed = min((_selection(estimate, shapes, c, floor, settings, free) for c in mixes), key=_rank)
+    beyond = _beyond_cap(candidates)
+    mixed_ones = (_selection(estimate, shapes, c, floor, settings, *beyond) for c in mixes)
+    mixed = min(mixed_ones, key=_rank)
     return mixed if mixed.lost <= best.lost - math.log1p(MIX_GAIN) else best
 
 
@@ -220,9 +222,10 @@ def _selection(
     floor: np.ndarray,
     settings: SelectionSettings,
     free: Collection[int] = (),
+    uncapped: Collection[int] = (),
 ) -> FamilySelection:
     """The selection among ``columns``, with what it loses to ``floor`` and costs."""
-    used, choice = _select_among(estimate, shapes, columns, settings, free)
+    used, choice = _select_among(estimate, shapes, columns, settings, free, uncapped)
     return FamilySelection(used, choice, *_scores(estimate, shapes, used, choice, floor), columns)
 
 
@@ -256,7 +259,7 @@ def select_among(
 ) -> FamilySelection:
     """The selection among ``columns`` alone (any group of them, not only a family)."""
     floor = build_floor(estimate, candidates)
-    return _selection(estimate, shapes, columns, floor, settings, _free_columns(candidates))
+    return _selection(estimate, shapes, columns, floor, settings, *_beyond_cap(candidates))
 
 
 def scored(
@@ -305,9 +308,12 @@ def _select_among(
     columns: list[int],
     settings: SelectionSettings,
     free: Collection[int] = (),
+    uncapped: Collection[int] = (),
 ) -> tuple[list[int], dict[Shape, int]]:
     """Greedy set cover of the shapes' top-k by at most ``max_kernels`` of ``columns``, and
-    the ``free`` columns among them beyond that (:func:`_free_columns`)."""
+    the ``free`` and ``uncapped`` columns among them beyond that (:func:`_beyond_cap`; the
+    ``uncapped`` ones are left out of the cover, so they take no kernel's place)."""
+    all_columns, columns = columns, [c for c in columns if c not in uncapped] or columns
     k = min(settings.top_k, len(columns))
     allowed = np.asarray(columns)
     order = allowed[np.argsort(estimate[:, allowed], axis=1, kind="stable")]
@@ -332,7 +338,7 @@ def _select_among(
     # shapes outside every chosen kernel's top-k: the best chosen kernel still serves them;
     # improve the set by swapping in kernels that lower the total cost, while room remains
     chosen = _fill(estimate, chosen, columns, settings.max_kernels)
-    chosen += [c for c in columns if c in free and c not in chosen]
+    chosen += [c for c in all_columns if (c in free or c in uncapped) and c not in chosen]
     choice = _within_noise(estimate, shapes, chosen, settings.tie_margin)
     used = sorted({chosen[i] for i in choice.values()})
     remap = {column: index for index, column in enumerate(used)}
@@ -363,12 +369,22 @@ def _within_noise(
     return choice
 
 
-def _free_columns(candidates: Sequence[Candidate]) -> list[int]:
-    """IREE's default: always a choice, outside the cap on kernels (it is the op as it was,
-    one executable with the fallback). Capped, `novel_context_h48` (budget 240) kept 7
-    kernels and data tiling, and ran data tiling at T = 13 and 15 where the default was
-    estimated 3-7% faster (measured 1.28x and 1.34x)."""
-    return [i for i, c in enumerate(candidates) if isinstance(c, DefaultCandidate)]
+def _beyond_cap(candidates: Sequence[Candidate]) -> tuple[list[int], list[int]]:
+    """The columns a selection may add beyond the cap on kernels: (free, uncapped).
+
+    Free: IREE's default, always a choice (it is the op as it was, one executable with the
+    fallback). Capped, `novel_context_h48` (budget 240) kept 7 kernels and data tiling, and
+    ran data tiling at T = 13 and 15 where the default was estimated 3-7% faster (measured
+    1.28x and 1.34x).
+
+    Uncapped: the one-tile kernels, left out of the cover too. Each serves the rows up to
+    its own and wins at most those (a branch for a few T, in the family's weight layout);
+    capped, they took the places of the tiles that serve every M, or lost theirs to them:
+    with 8 kernels, `dense_ffn2` at budget 240 ran T = 3 on the 4-row tile (1.34x the 3-row
+    tile measured there) and T = 9..11 on the 14-row one (1.58x onnxruntime at T = 9)."""
+    free = [i for i, c in enumerate(candidates) if isinstance(c, DefaultCandidate)]
+    uncapped = [i for i, c in enumerate(candidates) if isinstance(c, OneTileMmt4dCandidate)]
+    return free, uncapped
 
 
 def _fill(

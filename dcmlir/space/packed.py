@@ -177,13 +177,15 @@ class Mmt4dCandidate(_PackedTile):
         return found
 
 
-MMT4D_ONE_TILE_M0 = (3, 5, 6, 7)
-"""Rows of the explicit tiles searched as one tile only (:class:`OneTileMmt4dCandidate`): a
-tile's time is the rows it computes from the first on (one 2/3/4/5/8-row tile at T = 1:
-0.17/0.21/0.26/0.32/0.49 of data tiling's time on a Zen 4), so at T = 5..7 one tile of T
-rows takes two thirds of the 2-row tiles' or the 8-row tile's time. Searched as tiles of
-every M they cost the 12- and 14-row tiles the measurements that held T = 13..32 in a
-12-layer Llama (design.md section 12)."""
+MMT4D_ONE_TILE_M0 = (3, 5, 6, 7, 9, 10, 11, 13)
+"""Rows of the explicit tiles searched as one tile only (:class:`OneTileMmt4dCandidate`),
+so that every M up to 14 has a tile of exactly its rows: a tile's time is the rows it
+computes from the first on (one 2/3/4/5/8-row tile at T = 1: 0.17/0.21/0.26/0.32/0.49 of
+data tiling's time on a Zen 4), so at T = 5..7 one tile of T rows takes two thirds of the
+2-row tiles' or the 8-row tile's time, and at T = 9..11 the 12-row tile pads what
+onnxruntime (rows as they come) does not. Searched as tiles of every M they cost the 12-
+and 14-row tiles the measurements that held T = 13..32 in a 12-layer Llama (design.md
+section 12)."""
 
 
 @dataclass(frozen=True)
