@@ -57,7 +57,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "repeatable; ranges in the IR (util.assume.int) count too",
     )
     tune.add_argument("--budget", type=int, default=400, help="timed (candidate, shape) pairs")
-    tune.add_argument("--max-kernels", type=int, default=8)
+    tune.add_argument(
+        "--max-kernels",
+        type=int,
+        default=8,
+        help="kernels per workload, besides IREE's default and the one-tile kernels "
+        "(each chosen only for the rows it wins) (default: 8)",
+    )
     tune.add_argument(
         "--weight-layouts",
         type=int,
