@@ -68,7 +68,8 @@ def test_mmt4d_candidates_round_trip_and_fit_the_registers() -> None:
 
 def test_a_one_tile_kernel_is_searched_up_to_its_rows_from_one_measurement() -> None:
     """Measured once at its M0 (its time is flat up to there), estimated there from that
-    one point, and nowhere above it; an explicit tile of every M needs two tile counts."""
+    one point, and not at T = 6..8, where its two tiles pad more than one 8-row tile; an
+    explicit tile of every M needs two tile counts."""
     workload = workload_of(constant_projection())
     candidates = [DataTiledCandidate(), Mmt4dCandidate(8, 32), OneTileMmt4dCandidate(5, 32)]
     rows = PackedRows(workload, candidates)
@@ -79,7 +80,7 @@ def test_a_one_tile_kernel_is_searched_up_to_its_rows_from_one_measurement() -> 
     estimate = np.ones((len(shapes), len(candidates)))
     keys = [c.key() for c in candidates]
     rows.estimate(estimate, shapes, keys, {(keys[2], (5,)): 3e-5, (keys[1], (8,)): 5e-5})
-    assert (estimate[:5, 2] == 3e-5).all() and np.isinf(estimate[5:, 2]).all()
+    assert (estimate[:5, 2] == 3e-5).all() and np.isinf(estimate[5:8, 2]).all()
     assert (estimate[:, 1] == 1.0).all()  # one tile count: the generic model's, untouched
 
 
@@ -1028,3 +1029,28 @@ def test_the_lowered_module_carries_the_ukernels_off_for_explicit_kernels() -> N
     plain = lower_to_global_optimization(text, CpuTarget(), "proj.mlir")
     lowered = lower_to_global_optimization(text, CpuTarget(), "proj.mlir", MMT4D_KERNEL_FLAGS)
     assert 'ukernels = "none"' in lowered and 'ukernels = "none"' not in plain
+
+
+def test_a_one_tile_kernel_serves_the_tiles_it_pads_least_from_one_measurement() -> None:
+    """Past its one tile a one-tile kernel is searched where up to three of its tiles are at
+    least 5% fewer rows than those of every tile of every M from 4 rows on (9-row tiles at T = 17, 18: 18
+    rows, 4-row tiles 20, data tiling 32; a 2-row tile pads less but runs slower), and
+    estimated there in proportion to its tiles from its one measurement; never where it
+    ties (two 8-row tiles and data tiling's one at T = 9..16)."""
+    workload = workload_of(constant_projection())
+    nine, eight = OneTileMmt4dCandidate(9, 32), OneTileMmt4dCandidate(8, 32)
+    full = [Mmt4dCandidate(2, 32), Mmt4dCandidate(4, 32)]
+    candidates = [PackedCandidate(4, 16), DataTiledCandidate(), *full, nine, eight]
+    rows = PackedRows(workload, candidates)
+    assert rows.full_tiles == [4, 16]
+    served = [t for t in range(1, 129) if rows.serves(nine, t)]
+    assert served == [*range(1, 10), 17, 18]  # not T = 45: 45 rows, 48 in 4-row tiles, 5 tiles
+    assert [t for t in range(1, 129) if rows.serves(eight, t)] == list(range(1, 9))
+    shapes = [(t,) for t in range(1, 129)]
+    assert rows.picks(nine, shapes) == [(9,)]
+    estimate = np.ones((len(shapes), len(candidates)))
+    keys = [c.key() for c in candidates]
+    rows.estimate(estimate, shapes, keys, {(keys[4], (9,)): 3e-5})
+    assert estimate[:9, 4] == pytest.approx([3e-5] * 9)
+    assert estimate[[16, 17], 4] == pytest.approx([6e-5, 6e-5])
+    assert np.isinf(np.delete(estimate[:, 4], [*range(9), 16, 17])).all()

@@ -30,7 +30,15 @@ from dcmlir.space import (
 )
 from dcmlir.workload import Workload
 
-__all__ = ["CLEAR_WIN", "PAIR_OUTLIER", "PackedRows", "Regime"]
+__all__ = [
+    "CLEAR_WIN",
+    "FEWER_ROWS",
+    "MOST_TILES",
+    "PAIR_OUTLIER",
+    "PROPORTIONAL_FROM",
+    "PackedRows",
+    "Regime",
+]
 
 Regime = tuple[int, int]
 """The row-tile counts of a kernel and an IREE build at a shape."""
@@ -52,6 +60,25 @@ took 696-839, and the 14-row tile 642-683 beside it (599-604 at T = 9, 12, 14): 
 tile (531 measured)."""
 
 
+FEWER_ROWS = 0.95
+"""A one-tile explicit kernel serves the M where its tiles compute at most this share of the
+rows of every tile that serves every M (:meth:`PackedRows.serves`): 5% fewer rows, 5% less
+time, beyond the selection's 2% tie margin and the floor's 3% loss margin."""
+
+
+MOST_TILES = 3
+"""A one-tile explicit kernel is searched for at most this many of its tiles: its estimate
+there is its one measured tile times their count, and on a Zen 3 two and three 5-row tiles
+took 1.9x and 2.1-2.6x one (odd_head_1000): the further from the one measurement, the
+less it says (:meth:`PackedRows.serves`)."""
+
+PROPORTIONAL_FROM = 4
+"""Rows from which a tile's time is the rows it computes: one tile at T = 1 took 0.26, 0.32,
+0.49, 0.75 and 1.0 of data tiling's time with 4, 5, 8, 12 and 16 rows (0.061-0.065 a row),
+but 0.17 with 2 rows (0.085 a row; Zen 4). Smaller full tiles pad less and run slower, so
+:meth:`PackedRows.serves` does not weigh their padding."""
+
+
 class PackedRows:
     """The packed family of one workload's candidates (a one-dimensional M)."""
 
@@ -61,13 +88,42 @@ class PackedRows:
         lanes = [c.n0 for c in candidates if isinstance(c, PackedCandidate)]
         self.tiling_m0 = data_tiling_m0(lanes[0]) if lanes else None
         self.candidates = list(candidates)
+        full = {c.m0 for c in candidates if type(c) is Mmt4dCandidate and c.m0 >= PROPORTIONAL_FROM}
+        if self.tiling_m0 is not None and any(
+            isinstance(c, DataTiledCandidate) for c in candidates
+        ):
+            full.add(self.tiling_m0)
+        self.full_tiles = sorted(full)
+        """The M tiles of the kernels that serve every M, data tiling's and the full explicit
+        ones, whose time is their rows (:data:`PROPORTIONAL_FROM`)."""
 
     def bound(self, candidate: Candidate) -> int | None:
         """The largest M a packed kernel serves (its ``M0``, the M it tells IREE), and a
-        one-tile explicit kernel (its ``M0``, the M it is searched for)."""
+        one-tile explicit kernel's one tile (its ``M0``; past it, :meth:`serves`)."""
         if isinstance(candidate, PackedCandidate | OneTileMmt4dCandidate) and self.one_dim:
             return candidate.m0
         return None
+
+    def serves(self, candidate: Candidate, rows: int) -> bool:
+        """Whether the search gives ``candidate`` the M of ``rows``: a bounded kernel up to
+        its bound, and a one-tile explicit kernel past it where its tiles (at most
+        :data:`MOST_TILES`) pad least, at most :data:`FEWER_ROWS` of the rows of every tile
+        that serves every M (:attr:`full_tiles`). Past data tiling's tile every kernel pads
+        (T = 17: 20 rows in 4-row tiles, 32 in data tiling's; onnxruntime, rows as they
+        come, was 1.10-1.21x ahead there on seven projections), and a tile's time is the
+        rows it computes (two 9-row tiles at T = 17: 0.50-0.56 of data tiling's time on a
+        Zen 4, two 12-row tiles 0.66-0.74). Where its rows tie those of a tile of every M it
+        never competes: those tie regimes are where the ten-tile space lost its draws
+        (design.md section 12)."""
+        bound = self.bound(candidate)
+        if bound is None or rows <= bound:
+            return True
+        if not isinstance(candidate, OneTileMmt4dCandidate) or not self.full_tiles:
+            return False
+        if tiles(rows, candidate.m0) > MOST_TILES:
+            return False
+        least = min(tiles(rows, tile) * tile for tile in self.full_tiles)
+        return tiles(rows, candidate.m0) * candidate.m0 <= FEWER_ROWS * least
 
     def tile(self, candidate: Candidate) -> int | None:
         """The M tile the kernel's time steps with; None for the generic model's kernels."""
@@ -214,7 +270,7 @@ class PackedRows:
         if bound is not None:
             served = [r for r in rows if r <= bound] or rows[:1]
             if isinstance(candidate, OneTileMmt4dCandidate):
-                return [(served[-1],)]  # one tile from the first row on: flat
+                return [(served[-1],)]  # one tile from the first row on: flat (k tiles: k times)
             return sorted({(served[0],), (served[-1],)})
         tile = self.tile(candidate)
         assert tile is not None
@@ -240,11 +296,11 @@ class PackedRows:
             bound = self.bound(candidate)
             timed = [seconds for _, seconds in points if math.isfinite(seconds)]
             if found is None and bound is not None and timed:
-                found = [float(np.mean(timed))] * len(shapes)  # one tile: flat
+                found = _per_tile(tile, points, [shape[0] for shape in shapes])
             if found is not None:
                 estimate[:, column] = found
             if bound is not None:
-                estimate[[shape[0] > bound for shape in shapes], column] = math.inf
+                estimate[[not self.serves(candidate, s[0]) for s in shapes], column] = math.inf
         if pairs is not None:
             self._beside_data_tiling(estimate, shapes, pairs, measured)
 
@@ -274,3 +330,12 @@ class PackedRows:
                 ratio = None if regime is None else ratios.get(regime)
                 if ratio is not None and np.isfinite(estimate[row, [column, theirs]]).all():
                     estimate[row, column] = estimate[row, theirs] * ratio
+
+
+def _per_tile(tile: int, points: Sequence[tuple[int, float]], rows: Sequence[int]) -> list[float]:
+    """A bounded kernel timed at one tile count only: flat within a tile, and in proportion
+    to the tiles past it (a tile's time is the rows it computes; the explicit 4-row tile of
+    `dense_qkv` took 130, 128 and 127 us a tile at 2, 3 and 6 tiles on a Zen 4)."""
+    timed = [(tiles(value, tile), s) for value, s in points if math.isfinite(s)]
+    one = float(np.mean([s / count for count, s in timed]))
+    return [one * tiles(value, tile) for value in rows]

@@ -377,11 +377,12 @@ def _beyond_cap(candidates: Sequence[Candidate]) -> tuple[list[int], list[int]]:
     ran data tiling at T = 13 and 15 where the default was estimated 3-7% faster (measured
     1.28x and 1.34x).
 
-    Uncapped: the one-tile kernels, left out of the cover too. Each serves the rows up to
-    its own and wins at most those (a branch for a few T, in the family's weight layout);
-    capped, they took the places of the tiles that serve every M, or lost theirs to them:
-    with 8 kernels, `dense_ffn2` at budget 240 ran T = 3 on the 4-row tile (1.34x the 3-row
-    tile measured there) and T = 9..11 on the 14-row one (1.58x onnxruntime at T = 9)."""
+    Uncapped: the one-tile kernels, left out of the cover too. Each serves the rows of its
+    one tile and few more (`PackedRows.serves`) and wins at most a few of them (a branch for a
+    few T, in the family's weight layout); capped, they took the places of the tiles that
+    serve every M, or lost theirs to them: with 8 kernels, `dense_ffn2` at budget 240 ran
+    T = 3 on the 4-row tile (1.34x the 3-row tile measured there) and T = 9..11 on the
+    14-row one (1.58x onnxruntime at T = 9)."""
     free = [i for i, c in enumerate(candidates) if isinstance(c, DefaultCandidate)]
     uncapped = [i for i, c in enumerate(candidates) if isinstance(c, OneTileMmt4dCandidate)]
     return free, uncapped

@@ -185,15 +185,17 @@ data tiling's time on a Zen 4), so at T = 5..7 one tile of T rows takes two thir
 2-row tiles' or the 8-row tile's time, and at T = 9..11 the 12-row tile pads what
 onnxruntime (rows as they come) does not. Searched as tiles of every M they cost the 12-
 and 14-row tiles the measurements that held T = 13..32 in a 12-layer Llama (design.md
-section 12)."""
+section 12). Past one tile, each is searched where its tiles pad least (two 9-row tiles
+at T = 17, 18: :meth:`dcmlir.search.packed_rows.PackedRows.serves`)."""
 
 
 @dataclass(frozen=True)
 class OneTileMmt4dCandidate(Mmt4dCandidate):
-    """An explicit mmt4d tile the search gives the M up to its ``M0`` only, where it is one
-    tile of flat time: one measurement estimates it, and it never competes for the M where
-    it would run several tiles (the program is :class:`Mmt4dCandidate`'s and is right at
-    every M)."""
+    """An explicit mmt4d tile the search gives the M up to its ``M0``, where it is one tile
+    of flat time, and past it only the M where its tiles pad at least 5% less than every
+    tile of every M: one measurement estimates it (k tiles: k times that), and it never
+    competes where its rows tie theirs (the program is :class:`Mmt4dCandidate`'s and is
+    right at every M)."""
 
     kind: ClassVar[str] = "mmt4d-one"
 
