@@ -68,9 +68,10 @@ time, beyond the selection's 2% tie margin and the floor's 3% loss margin."""
 
 MOST_TILES = 3
 """A one-tile explicit kernel is searched for at most this many of its tiles: its estimate
-there is its one measured tile times their count, and on a Zen 3 two and three 5-row tiles
-took 1.9x and 2.1-2.6x one (odd_head_1000): the further from the one measurement, the
-less it says (:meth:`PackedRows.serves`)."""
+there is its one measured tile times their count, and the further from that measurement,
+the less it says. On a Zen 3 two and three 5-row tiles took 1.9x and 2.1-2.6x one
+(`odd_head_1000`); without the cap `novel_down_2048` ran five 6-row tiles at T = 29 at 1.40x
+onnxruntime's time, where eight 4-row tiles had run 1.20x (:meth:`PackedRows.serves`)."""
 
 PROPORTIONAL_FROM = 4
 """Rows from which a tile's time is the rows it computes: one tile at T = 1 took 0.26, 0.32,
