@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from dcmlir.cost_model.row_tiles import tile_grid_estimate, tiles, two_points
+from dcmlir.cost_model.row_tiles import TileGridLine, tile_grid_estimate, tiles, two_points
 from dcmlir.search.side_by_side import Pairs, side_by_side
 from dcmlir.shapes import Shape
 from dcmlir.space import (
@@ -338,5 +338,5 @@ def _per_tile(tile: int, points: Sequence[tuple[int, float]], rows: Sequence[int
     to the tiles past it (a tile's time is the rows it computes; the explicit 4-row tile of
     `dense_qkv` took 130, 128 and 127 us a tile at 2, 3 and 6 tiles on a Zen 4)."""
     timed = [(tiles(value, tile), s) for value, s in points if math.isfinite(s)]
-    one = float(np.mean([s / count for count, s in timed]))
-    return [one * tiles(value, tile) for value in rows]
+    line = TileGridLine(tile, 0.0, float(np.mean([s / count for count, s in timed])))
+    return [line.predict(value) for value in rows]
