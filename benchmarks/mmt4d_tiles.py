@@ -2,7 +2,8 @@
 
 Each projection (the four BERT-base ones by default, any of ``never_slower.py``'s with
 ``--workloads``), its weight a module constant (as in a model), is built as IREE's
-default, IREE's data tiling (``datatiled``) and an explicit ``mmt4d:m{M0}n32k1`` kernel
+default, IREE's data tiling (``datatiled``) and an explicit ``mmt4d:m{M0}n{N0}k1`` kernel
+(``N0`` twice the target's f32 lanes, as the space has it: 32 with AVX-512, 16 with AVX2)
 per ``--m0`` (rows the space does not offer too), then timed side by side in one
 process, interleaved per T, one thread (``local-sync``), every output checked against
 numpy in float64. No search: the question is what each tile costs at each T, in
@@ -51,7 +52,11 @@ def measure(
 ) -> dict:
     """Every kernel at every T of ``shapes``, per-round ratios to data tiling's."""
     target = CpuTarget.from_overrides({})
-    kernels = [DefaultCandidate(), DataTiledCandidate(), *(Mmt4dCandidate(m, 32) for m in m0s)]
+    kernels = [
+        DefaultCandidate(),
+        DataTiledCandidate(),
+        *(Mmt4dCandidate(m, 2 * target.lanes) for m in m0s),
+    ]
     for kernel in kernels[2:]:
         kernel.validate(target)
     with tempfile.TemporaryDirectory() as scratch:
@@ -110,7 +115,9 @@ def markdown(results: list[dict], settings: MeasureSettings, command: str = COMM
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(DENSE))
-    parser.add_argument("--m0", default="8,12,14", help="explicit tiles' rows (N0 = 32)")
+    parser.add_argument(
+        "--m0", default="8,12,14", help="explicit tiles' rows (N0: twice the f32 lanes)"
+    )
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--min-time", type=float, default=0.03)
     parser.add_argument("--seq", default=",".join(map(str, SHAPES)), help="the T timed")
@@ -118,6 +125,15 @@ def main() -> int:
     args = parser.parse_args()
     settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warm_calls=1)
     m0s = [int(m) for m in args.m0.split(",")]
+    target = CpuTarget.from_overrides({})
+    too_wide = [m for m in m0s if Mmt4dCandidate(m, 2 * target.lanes).problems(target)]
+    if too_wide:  # before minutes of builds: 8 rows x 16 columns do not fit AVX2's registers
+        fits = [m for m in range(1, 33) if not Mmt4dCandidate(m, 2 * target.lanes).problems(target)]
+        parser.error(
+            f"--m0 {','.join(map(str, too_wide))}: more rows than this CPU's"
+            f" {target.vector_registers} vector registers hold at {2 * target.lanes} columns"
+            f" (up to {max(fits)})"
+        )
     shapes = tuple(int(t) for t in args.seq.split(","))
     results = []
     for name in args.workloads.split(","):

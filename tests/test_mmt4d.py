@@ -7,6 +7,7 @@ import dataclasses
 import io
 import itertools
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -1054,3 +1055,21 @@ def test_a_one_tile_kernel_serves_the_tiles_it_pads_least_from_one_measurement()
     assert estimate[:9, 4] == pytest.approx([3e-5] * 9)
     assert estimate[[16, 17], 4] == pytest.approx([6e-5, 6e-5])
     assert np.isinf(np.delete(estimate[:, 4], [*range(9), 16, 17])).all()
+
+
+def test_the_tile_bench_names_the_rows_this_cpus_registers_hold_before_building(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/mmt4d_tiles.py takes the space's N0 (twice the lanes); a tile whose
+    accumulators no CPU's registers hold (32 rows) is refused with the rows that fit,
+    before any build."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import mmt4d_tiles
+
+    monkeypatch.setattr(sys, "argv", ["mmt4d_tiles.py", "--m0", "4,32", "--seq", "1"])
+    with pytest.raises(SystemExit) as exit_info:
+        mmt4d_tiles.main()
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--m0 32: more rows than this CPU's" in error
+    assert "(up to " in error
