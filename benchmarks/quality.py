@@ -24,7 +24,8 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
 
     .venv/bin/pip install -e '.[bench]'   # matplotlib, for the plot
     python benchmarks/quality.py [--records docs/results/oracle_epyc_passes.jsonl.gz,...]
-        [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2]
+        [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2] [--jobs 2]
+    python benchmarks/quality.py --explain heldout_scores_h80:240:0   # one search, per T
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
 BERT-base workloads, the three held out, the three unseen and the three fresh of
@@ -44,6 +45,7 @@ import argparse
 import io
 import json
 import math
+import multiprocessing
 import random
 import statistics
 import sys
@@ -272,13 +274,21 @@ def _column(problem: Problem, key: str) -> int:
 
 def explain(problem: Problem, budget: int, seed: int) -> None:
     """Per T: the dispatched kernel against the oracle's best, and what the search believed
-    of each (its estimate, the raw model's prediction, whether it measured the pair)."""
+    of each (its estimate, the raw model's prediction, whether it measured the pair); then
+    how many candidates it measured at that T and the fastest of them, and where it
+    measured the kernel it ran (a pick measured only far away rests on an estimate)."""
     result, measured = search(problem, budget, seed)
     dispatch = dispatched(problem, result)
     keys = [c.key() for c in problem.candidates]
+    here: dict[Shape, list[str]] = {}
+    where: dict[str, list[int]] = {}
+    for key, shape in result.measured:
+        here.setdefault(shape, []).append(key)
+        where.setdefault(key, []).append(_t(shape))
     print(
         f"{problem.name} B={budget} seed={seed}: {measured} measured, quality"
         f" {problem.quality(dispatch):.3f}; us: true / estimate / prediction [measured here]"
+        "; at T: candidates measured there (the fastest's time); T where the ran kernel was"
     )
     for row, shape in enumerate(result.shapes):
         cells = []
@@ -291,10 +301,43 @@ def explain(problem: Problem, budget: int, seed: int) -> None:
                 f"{' [m]' if (key, shape) in result.measured else ''}"
             )
         ratio = problem.table.best(shape)[1] / problem.table.seconds(dispatch[shape], shape)
-        print(f"T={_t(shape):3d} {ratio:.3f} ran {cells[0]}; best {cells[1]}")
+        times = [problem.table.seconds(k, shape) for k in here.get(shape, [])]
+        fastest = f" ({min(times) * 1e6:.0f})" if times else ""
+        ran_at = ",".join(map(str, sorted(where.get(dispatch[shape], [])))) or "-"
+        print(
+            f"T={_t(shape):3d} {ratio:.3f} ran {cells[0]}; best {cells[1]};"
+            f" at T: {len(times)}{fastest}; ran kernel at T={ran_at}"
+        )
 
 
 # -- the grid -----------------------------------------------------------------------------------
+_PROBLEMS: dict[str, Problem] = {}  # what a forked worker of run_workloads reads
+
+
+def _run_named(job: tuple[str, Sequence[int], Sequence[int]]) -> tuple[str, dict]:
+    name, budgets, seeds = job
+    return name, run_workload(_PROBLEMS[name], budgets, seeds)
+
+
+def run_workloads(
+    problems: Mapping[str, Problem],
+    names: Sequence[str],
+    budgets: Sequence[int],
+    seeds: Sequence[int],
+    jobs: int = 1,
+) -> dict[str, dict]:
+    """:func:`run_workload` of each of ``names``, ``jobs`` workloads at a time (forked
+    processes: the replay times nothing, so two of them on two cores give the same
+    numbers as one after the other, in half the time)."""
+    work = [(name, budgets, seeds) for name in names]
+    if jobs <= 1 or len(names) <= 1:
+        return {name: run_workload(problems[name], budgets, seeds) for name in names}
+    _PROBLEMS.update(problems)
+    with multiprocessing.get_context("fork").Pool(min(jobs, len(names))) as pool:
+        found = dict(pool.imap_unordered(_run_named, work))
+    return {name: found[name] for name in names}
+
+
 def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int]) -> dict:
     oracle = {_t(s): problem.table.best(s) for s in problem.shapes}
     result: dict = {
@@ -700,6 +743,9 @@ def main() -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="redo the plot and docs from --out's JSON"
     )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="workloads replayed at once (processes; default 1)"
+    )
     args = parser.parse_args()
     names = args.workloads.split(",")
     for name in names:
@@ -738,8 +784,7 @@ def main() -> int:
     if explained is not None:
         explain(problems[explained[0]], explained[1], explained[2])
         return 0
-    for name in names:
-        results[name] = run_workload(problems[name], budgets, seeds)
+    results = run_workloads(problems, names, budgets, seeds, args.jobs)
     some = problems[names[0]]
     command = f"{COMMAND} --records {args.records} --workloads {args.workloads}"
     command += f" --budgets {args.budgets} --seeds {args.seeds}"

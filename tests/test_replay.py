@@ -278,3 +278,28 @@ def test_the_grid_replay_scores_the_whole_grid_and_checks_the_diagonal(tmp_path:
     assert found["slower_t"] == [2]  # 3 s against data tiling's 2 at T = 2; T = 1: 0.5 of 1
     assert found["worst"] == pytest.approx(1.5)
     assert found["shapes"] == 4
+
+
+def _timeless(found: object) -> object:
+    """``found`` without its wall-clock ``seconds`` (the one field two runs differ in)."""
+    if isinstance(found, dict):
+        return {k: _timeless(v) for k, v in found.items() if k != "seconds"}
+    return found
+
+
+def test_workloads_replayed_in_two_processes_give_what_one_process_gives(
+    tmp_path: Path,
+) -> None:
+    """quality.py --jobs 2: each workload's whole grid (every strategy, budget and seed) in a
+    forked process, returned in the order asked, the same numbers as one after the other."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from quality import Problem, run_workloads
+
+    workload, candidates, path = oracle_file(tmp_path)
+    table = ReplayTable.from_records(list(RecordDatabase(path).load()), workload.key)
+    problems = {n: Problem(n, workload, table, TARGET, candidates) for n in ("b", "a")}
+    alone = run_workloads(problems, ["b", "a"], [6], [0, 1], jobs=1)
+    forked = run_workloads(problems, ["b", "a"], [6], [0, 1], jobs=2)
+    assert list(forked) == ["b", "a"]
+    assert _timeless(forked) == _timeless(alone)
+    assert forked["a"]["dcmlir"]["6"]["1"]["measurements"] <= 6
