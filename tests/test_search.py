@@ -40,6 +40,7 @@ from dcmlir.search.verification import (
     hidden_contenders,
     reduction_siblings,
     sibling_pairs,
+    siblings_without_remainder,
     verification_wanted,
 )
 from dcmlir.space import CpuCandidate, DefaultCandidate, space_for
@@ -757,6 +758,28 @@ def test_siblings_are_measured_beside_a_chosen_kernel_once_nothing_else_is_left(
     assert unmeasured() == [(3, 0)]
     measured[0, 1] = False  # the reserve asks for neither
     assert unmeasured(hidden=False) == []
+
+
+def test_a_sibling_measured_only_with_a_remainder_is_measured_without_one_every_round() -> None:
+    """A chosen kernel's reduction sibling timed only where the vector tile leaves a
+    remainder is estimated without one from that bound (a `k1` kernel: 1.1-2.1x its `k8`
+    sibling with a remainder, 0.92-1.04x without): it is measured beside the kernel at a
+    row of theirs without a remainder in every round, after the picks' own verification,
+    not only once nothing else is left; the reserve asks for it no more than before."""
+    shapes = [(1,), (2,), (8,)]
+    picks = [0, 0, 0]
+    siblings = {0: [1], 1: [0]}
+    classes = np.array([[1, 1], [1, 1], [0, 0]])  # T = 1, 2: a remainder; T = 8: none
+    measured = np.array([[True, True], [False, False], [True, False]])
+    order = [2, 0, 1]
+    assert siblings_without_remainder(picks, measured, order, siblings, classes) == [(1, 2)]
+    estimate = np.array([[100.0, 150.0], [100.0, 150.0], [100.0, 150.0]])
+    args = (shapes, picks, measured, 2, 0.15)
+    wanted = verification_wanted(estimate, estimate, *args, True, siblings, classes)
+    assert (0, 1) in wanted and wanted.index((0, 1)) < wanted.index((1, 2))  # T = 2 unmeasured
+    assert (1, 2) not in verification_wanted(estimate, estimate, *args, False, siblings, classes)
+    measured[2, 1] = True  # measured without a remainder: nothing more to ask of it
+    assert (1, 2) not in verification_wanted(estimate, estimate, *args, True, siblings, classes)
 
 
 def test_an_estimate_beside_a_measurement_at_its_shape_takes_the_margin() -> None:

@@ -4,9 +4,10 @@ In order (:func:`verification_wanted`): the picks that beat a measurement at the
 shape on their estimate alone (:func:`decisive_picks`); each shape's pick, a few per
 kernel spread coarse-to-fine over the range; the chosen kernels within a margin of a
 shape's pick, and the candidate estimated fastest there when it beats the pick by the
-margin; when none of these is left to measure, each chosen kernel's reduction siblings
-beside it (:func:`sibling_pairs`), then the contenders the estimate hides
-(:func:`hidden_contenders`).
+margin; each chosen kernel's reduction siblings never measured without a remainder,
+beside it at a shape without one (:func:`siblings_without_remainder`); when none of these
+is left to measure, its siblings beside it (:func:`sibling_pairs`), then the contenders
+the estimate hides (:func:`hidden_contenders`).
 
 The search's estimate of an unmeasured pair is the model's prediction corrected by what
 the measurements showed, and doubled (:data:`~dcmlir.search.remainders.UNSEEN_REMAINDER`)
@@ -39,6 +40,7 @@ __all__ = [
     "hidden_contenders",
     "reduction_siblings",
     "sibling_pairs",
+    "siblings_without_remainder",
     "verification_wanted",
 ]
 
@@ -53,12 +55,23 @@ def verification_wanted(
     margin: float,
     hidden: bool = True,
     siblings: Mapping[int, Sequence[int]] | None = None,
+    classes: np.ndarray | None = None,
 ) -> list[tuple[int, int]]:
     """(column, row) pairs worth a measurement, most useful first (repeats possible):
     ``picks[row]`` is the column each shape runs, ``measured`` [row, column] what the
     records hold, ``per_kernel`` how many of a kernel's own shapes per round; ``hidden``:
-    the chosen kernels' ``siblings`` (:func:`reduction_siblings`), then the contenders the
-    estimate hides, when everything else here is measured."""
+    the chosen kernels' ``siblings`` (:func:`reduction_siblings`) never measured without
+    a remainder (``classes``: each pair's remainder class), at a row of theirs without
+    one, then, when everything else here is measured, the siblings beside them and the
+    contenders the estimate hides.
+
+    The siblings without a remainder come after the picks' own verification and the
+    close contenders, every round (oracle replay, 15 workloads, budget 240, seeds 0-5,
+    worst seed; docs/benchmarks.md, "Reduction siblings where no remainder hides them"):
+    attention scores with head sizes 80 and 128 0.962 -> 0.970 and 0.964 -> 0.969
+    (fresh, 96: 0.949 -> 0.971), four projections 0.006-0.010 lower (to 0.975-0.991);
+    budgets 60 and 110 unchanged (the lists before them fill those rounds). Asked before
+    the close contenders, they took `dense_ffn2` at budget 110 from 0.980 to 0.948."""
     row_of = {shape: row for row, shape in enumerate(shapes)}
     order = [row_of[shape] for shape in coarse_to_fine(shapes)]
     wanted = decisive_picks(estimate, picks, measured, 2 * margin)  # 1. on estimates
@@ -78,9 +91,12 @@ def verification_wanted(
         favourite = int(np.argmin(estimate[row]))
         if estimate[row, favourite] < best * (1 - margin):
             wanted.append((favourite, row))
+    siblings = siblings or {}
+    if hidden and classes is not None:  # 4. siblings where no remainder hides what they cost
+        wanted += siblings_without_remainder(picks, measured, order, siblings, classes)
     if not hidden or not all(measured[row, column] for column, row in wanted):
         return wanted
-    beside = sibling_pairs(picks, measured, order, siblings or {})  # 4. nothing else: unmeasured
+    beside = sibling_pairs(picks, measured, order, siblings)  # 5. nothing else: unmeasured
     return wanted + (beside or hidden_contenders(estimate, predicted, picks, measured, margin))
 
 
@@ -120,6 +136,36 @@ def sibling_pairs(
         anchor = next((r for r in order if picks[r] == column and measured[r, column]), None)
         if anchor is not None:
             found += [(s, anchor) for s in siblings.get(column, ()) if not measured[anchor, s]]
+    return found
+
+
+def siblings_without_remainder(
+    picks: Sequence[int],
+    measured: np.ndarray,
+    order: Sequence[int],
+    siblings: Mapping[int, Sequence[int]],
+    classes: np.ndarray,
+) -> list[tuple[int, int]]:
+    """(column, row): each chosen kernel's siblings never measured without a remainder
+    (``classes`` [row, column]: :class:`~dcmlir.search.remainders.RemainderClasses`), at
+    the first row (in ``order``) without one that the kernel is picked for and measured at.
+
+    A sibling measured only with a remainder is estimated without one from that bound, and
+    a reduction tile's cost depends on the remainder: beside its `k8` sibling
+    `wg64x64:v8x16:k1` runs 0.92-1.04x where its vector tile divides T and 1.13-2.14x where
+    it does not (EPYC oracle, attention scores with head size 80); the search measured it
+    at T = 12 only and estimated it at 60 us at T = 40, where it runs 29."""
+    found: list[tuple[int, int]] = []
+    for column in dict.fromkeys(picks):
+        rows = (r for r in order if picks[r] == column and measured[r, column])
+        anchor = next((r for r in rows if classes[r, column] == 0), None)
+        if anchor is None:
+            continue
+        found += [
+            (s, anchor)
+            for s in siblings.get(column, ())
+            if not (measured[:, s] & (classes[:, s] == 0)).any()
+        ]
     return found
 
 
