@@ -236,9 +236,8 @@ class ShapeGenericSearch:
         picks = [kernels[choice[shape]] for shape in self.shapes]
         measured = self.book.mask()
         per_kernel, margin = self.settings.verify_per_kernel, self.settings.contender_margin
-        classes = self.remainders.masks
-        args = (self.shapes, picks, measured, per_kernel, margin, hidden, self.siblings, classes)
-        wanted = verification_wanted(estimate, predicted, *args)
+        args = (self.shapes, picks, measured, per_kernel, margin, hidden, self.siblings)
+        wanted = verification_wanted(estimate, predicted, *args, self.remainders.masks)
         found = [p for p in dict.fromkeys(wanted) if not measured[p[1], p[0]]][:limit]
         return [(self.candidates[column], self.shapes[row]) for column, row in found]
 
