@@ -126,12 +126,13 @@ def main() -> int:
     settings = MeasureSettings(min_time=args.min_time, rounds=args.rounds, warm_calls=1)
     m0s = [int(m) for m in args.m0.split(",")]
     target = CpuTarget.from_overrides({})
-    too_wide = [m for m in m0s if Mmt4dCandidate(m, 2 * target.lanes).problems(target)]
+    n0 = 2 * target.lanes  # the space's explicit tiles' columns
+    too_wide = [m for m in m0s if Mmt4dCandidate(m, n0).problems(target)]
     if too_wide:  # before minutes of builds: 8 rows x 16 columns do not fit AVX2's registers
-        fits = [m for m in range(1, 33) if not Mmt4dCandidate(m, 2 * target.lanes).problems(target)]
+        fits = [m for m in range(1, 33) if not Mmt4dCandidate(m, n0).problems(target)]
         parser.error(
             f"--m0 {','.join(map(str, too_wide))}: more rows than this CPU's"
-            f" {target.vector_registers} vector registers hold at {2 * target.lanes} columns"
+            f" {target.vector_registers} vector registers hold at {n0} columns"
             f" (up to {max(fits)})"
         )
     shapes = tuple(int(t) for t in args.seq.split(","))
