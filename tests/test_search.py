@@ -26,6 +26,7 @@ from dcmlir.search.baseline_evidence import (
     unpaired_rows,
     unvouched,
 )
+from dcmlir.search.first_measurements import spread_subset
 from dcmlir.search.remainders import (
     UNSEEN_REMAINDER,
     RemainderClasses,
@@ -475,6 +476,21 @@ def test_the_first_measurements_cover_as_many_kernels_as_the_room() -> None:
         first = search.first_pairs()
         assert len({c.key() for c, _ in first}) == settings.first_room
         assert len(first) == len({c.key() for c, _ in first})  # once each, on its pick
+
+
+def test_the_first_subset_takes_every_reduction_tile_where_the_runs_align_with_them() -> None:
+    """Eight tiles of five reduction tiles each, 8 to take: every fifth alone took
+    reduction tile 1 eight times (a Zen 3's 40 kernels); each pick moves one further along
+    its run instead, and every tile and every reduction tile is taken."""
+    tiles = [(16, 64, 1, 8), (16, 64, 2, 8), (32, 32, 4, 8), (64, 64, 4, 8)]
+    tiles += [(32, 32, 8, 8), (64, 64, 8, 8), (16, 64, 2, 16), (16, 64, 4, 16)]
+    kernels = [
+        CpuCandidate(wm, wn, vm, vn, k) for wm, wn, vm, vn in tiles for k in (1, 2, 4, 8, 16)
+    ]
+    chosen = spread_subset(kernels, 8)
+    assert len(chosen) == 8
+    assert {c.vector_k for c in chosen} == {1, 2, 4, 8, 16}
+    assert len({(c.workgroup_m, c.workgroup_n, c.vector_m, c.vector_n) for c in chosen}) == 8
 
 
 def test_known_pairs_are_evidence_from_the_start_and_outside_the_budget(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ subset when they are more than ``most`` pairs); last, the packed kernels' second
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,7 @@ from dcmlir.search.packed_rows import PackedRows
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate
 
-__all__ = ["first_measurements"]
+__all__ = ["first_measurements", "spread_subset"]
 
 
 def first_measurements(
@@ -51,6 +52,30 @@ def first_measurements(
             later += [(candidate, shape) for shape in found[:-1]]
     room = max(most - len({c.key() for c, _ in first}), 0)
     if len(rest) > room:
-        step = len(rest) / max(room, 1)
-        rest = [rest[int(i * step)] for i in range(room)]
+        rest = spread_subset(rest, room)
     return (first + [(c, picked(c)) for c in rest] + later)[:budget]
+
+
+def spread_subset(candidates: Sequence[Candidate], count: int) -> list[Candidate]:
+    """``count`` candidates spread evenly over the list; where that takes one value of a
+    size the list varies (the stride a multiple of how the space lists a tile's
+    variants), each pick moves one further along its run.
+
+    The space lists a tile's reduction variants together: every fifth of a Zen 3's 40
+    kernels were all reduction tile 1, and the model knew nothing of the others."""
+    step = len(candidates) / max(count, 1)
+    plain = [candidates[int(i * step)] for i in range(count)]
+    if count < 2 or not _one_value_of_a_varied_size(plain, candidates):
+        return plain
+    run = max(int(step), 1)
+    last = len(candidates) - 1
+    return [candidates[min(int(i * step) + i % run, last)] for i in range(count)]
+
+
+def _one_value_of_a_varied_size(chosen: Sequence[Candidate], every: Sequence[Candidate]) -> bool:
+    names = {f.name for c in every for f in dataclasses.fields(c)}
+    return any(
+        len({getattr(c, n, None) for c in chosen}) == 1
+        and len({getattr(c, n, None) for c in every}) > 1
+        for n in names
+    )
