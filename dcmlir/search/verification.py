@@ -131,11 +131,30 @@ def sibling_pairs(
     same at budgets 60 and 110; at 240 no workload lower, `dense_out` 0.986 -> 0.989 and
     attention scores with head size 80 0.957 -> 0.958 (mean 0.960 -> 0.964); at 480
     `dense_qkv` 0.977 -> 0.999 and head size 80 0.973 -> 0.979 (`dense_ffn2` 0.997 -> 0.995)."""
-    found: list[tuple[int, int]] = []
+    return [
+        (s, anchor)
+        for column, anchor in _anchors(picks, measured, order)
+        for s in siblings.get(column, ())
+        if not measured[anchor, s]
+    ]
+
+
+def _anchors(
+    picks: Sequence[int],
+    measured: np.ndarray,
+    order: Sequence[int],
+    classes: np.ndarray | None = None,
+) -> list[tuple[int, int]]:
+    """(column, row): each chosen kernel and the first row (in ``order``) it is picked for
+    and measured at; with ``classes``, the first such row without a remainder."""
+    found = []
     for column in dict.fromkeys(picks):
-        anchor = next((r for r in order if picks[r] == column and measured[r, column]), None)
+        rows = (r for r in order if picks[r] == column and measured[r, column])
+        if classes is not None:
+            rows = (r for r in rows if classes[r, column] == 0)
+        anchor = next(rows, None)
         if anchor is not None:
-            found += [(s, anchor) for s in siblings.get(column, ()) if not measured[anchor, s]]
+            found.append((column, anchor))
     return found
 
 
@@ -155,18 +174,12 @@ def siblings_without_remainder(
     `wg64x64:v8x16:k1` runs 0.92-1.04x where its vector tile divides T and 1.13-2.14x where
     it does not (EPYC oracle, attention scores with head size 80); the search measured it
     at T = 12 only and estimated it at 60 us at T = 40, where it runs 29."""
-    found: list[tuple[int, int]] = []
-    for column in dict.fromkeys(picks):
-        rows = (r for r in order if picks[r] == column and measured[r, column])
-        anchor = next((r for r in rows if classes[r, column] == 0), None)
-        if anchor is None:
-            continue
-        found += [
-            (s, anchor)
-            for s in siblings.get(column, ())
-            if not (measured[:, s] & (classes[:, s] == 0)).any()
-        ]
-    return found
+    return [
+        (s, anchor)
+        for column, anchor in _anchors(picks, measured, order, classes)
+        for s in siblings.get(column, ())
+        if not (measured[:, s] & (classes[:, s] == 0)).any()
+    ]
 
 
 def decisive_picks(
