@@ -6,8 +6,20 @@ path (rootdir-relative imports), as it did for ``conftest``.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.workload import Workload, workloads, write_ranges
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def benchmarks_on_path() -> None:
+    """Put ``benchmarks/`` on the import path, so a test can import a benchmark script."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+
 
 DENSE = """
 func.func @dense(%x: tensor<?x768xf32>, %w: tensor<768x768xf32>) -> tensor<?x768xf32> {

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import benchmarks_on_path
 from test_packed import RNG, assert_projects, constant_projection, workload_of
 
 import dcmlir
@@ -1063,7 +1064,7 @@ def test_the_tile_bench_names_the_rows_this_cpus_registers_hold_before_building(
     """benchmarks/mmt4d_tiles.py takes the space's N0 (twice the lanes); a tile whose
     accumulators no CPU's registers hold (32 rows) is refused with the rows that fit,
     before any build."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     import mmt4d_tiles
 
     monkeypatch.setattr(sys, "argv", ["mmt4d_tiles.py", "--m0", "4,32", "--seq", "1"])

@@ -10,12 +10,11 @@ from __future__ import annotations
 import io
 import json
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import SCORES, dense_with_range, with_ranges
+from helpers import SCORES, benchmarks_on_path, dense_with_range, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.records import Record, RecordDatabase
@@ -149,7 +148,7 @@ def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
 def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_path: Path) -> None:
     """benchmarks/oracle.py --merge: three passes, a pair's middle pass is its median;
     a pair one pass did not time keeps the first pass's; the failure stays a failure."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from oracle import load_oracle, merge
 
     workload, _, first = oracle_file(tmp_path)
@@ -197,7 +196,7 @@ def test_seed_spread_reports_each_workloads_worst_seed_and_the_overall_geomean(
 ) -> None:
     """benchmarks/seed_spread.py: per workload the worst and mean seed and how many fall
     below issue 14's line (0.95 at 110), and the geomean over the workloads per seed."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from seed_spread import qualities, table
 
     seeds = {"a": [0.96, 0.90, 0.99], "b": [0.98, 0.98, 0.97]}
@@ -218,7 +217,7 @@ def test_the_never_slower_check_replayed_counts_each_seed_and_t_above_the_lines(
 ) -> None:
     """quality.py's replayed item 1 and seed_spread.py --never-slower: (seed, T) above 1.03
     and above 1.11 of the ratios to the faster IREE build, and the worst with its T."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from quality import never_slower
     from seed_spread import never_slower_table, per_seed
 
@@ -237,7 +236,7 @@ def test_the_never_slower_check_replayed_counts_each_seed_and_t_above_the_lines(
 def test_the_replayed_ratio_is_to_the_faster_iree_build_at_each_t(tmp_path: Path) -> None:
     """quality.Problem.against_iree: the dispatched kernel's recorded time over IREE's
     default's (the oracle holds no data tiling here), keyed by T."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from quality import Problem
 
     workload, candidates, path = oracle_file(tmp_path)
@@ -252,7 +251,7 @@ def test_the_grid_replay_scores_the_whole_grid_and_checks_the_diagonal(tmp_path:
     """benchmarks/grid_replay.py on a T x T' grid of 1..2: quality over all four shapes and
     over the two diagonal ones; never slower checked on the diagonal only, against the
     faster of IREE's default and data tiling."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from grid_replay import scores
     from quality import Problem
 
@@ -292,7 +291,7 @@ def test_workloads_replayed_in_two_processes_give_what_one_process_gives(
 ) -> None:
     """quality.py --jobs 2: each workload's whole grid (every strategy, budget and seed) in a
     forked process, returned in the order asked, the same numbers as one after the other."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from quality import Problem, run_workloads
 
     workload, candidates, path = oracle_file(tmp_path)
@@ -307,7 +306,7 @@ def test_workloads_replayed_in_two_processes_give_what_one_process_gives(
 
 def test_a_miss_is_never_printed_as_the_line_it_missed() -> None:
     """quality.py's checks: 0.9698 against 0.97 reads 0.9698, not a 'missed' 0.970."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    benchmarks_on_path()
     from quality import _digits
 
     assert _digits(0.9698, 0.97) == "0.9698"
