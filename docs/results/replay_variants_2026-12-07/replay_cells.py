@@ -1,0 +1,61 @@
+"""dcmlir's replayed quality per (workload, budget, seed), two processes: the cells of
+results.json. Apply a variant's diff first (``git apply <diff>``) to replay it.
+
+python docs/results/replay_variants_2026-12-07/replay_cells.py all 60,110,240 0,1,2 out.json
+"""
+
+import json
+import sys
+import tempfile
+from multiprocessing import Pool
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import quality  # noqa: E402
+
+RECORDS = [
+    ROOT / "docs/results" / name
+    for name in (
+        "oracle_epyc_passes.jsonl.gz",
+        "oracle_epyc_unseen.jsonl.gz",
+        "oracle_epyc_fresh.jsonl.gz",
+    )
+]
+ALL = (
+    "dense_qkv,dense_out,dense_ffn1,dense_ffn2,attention_scores,attention_context,"
+    "heldout_large_ffn1,heldout_linear_t,heldout_scores_h80,unseen_proj_narrow,"
+    "unseen_scores_h128,unseen_context_h80,fresh_ffn_384,fresh_scores_h96,fresh_context_h96"
+)
+PROBLEMS = {}
+
+
+def load(names: list[str]) -> None:
+    texts = quality.known_workloads()
+    records = [record for path in RECORDS for record in quality.load_oracle(str(path))]
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in names:
+            PROBLEMS[name] = quality.load_problem(name, texts[name], records, Path(scratch))
+
+
+def one(job: tuple[str, int, int]) -> tuple[str, list[float]]:
+    name, budget, seed = job
+    result = quality.run_dcmlir(PROBLEMS[name], budget, seed)
+    return f"{name}:{budget}:{seed}", [result["quality"], max(result["against_iree"].values())]
+
+
+if __name__ == "__main__":
+    names = (ALL if sys.argv[1] == "all" else sys.argv[1]).split(",")
+    budgets = [int(value) for value in sys.argv[2].split(",")]
+    seeds = [int(value) for value in sys.argv[3].split(",")]
+    load(names)  # before the pool: the workers inherit the problems
+    jobs = [(name, budget, seed) for name in names for budget in budgets for seed in seeds]
+    with Pool(2) as pool:
+        cells = dict(pool.map(one, jobs, chunksize=1))
+    Path(sys.argv[4]).write_text(json.dumps(cells, indent=0) + "\n")
+    for name in names:
+        line = [name.ljust(20)]
+        for budget in budgets:
+            values = [cells[f"{name}:{budget}:{seed}"][0] for seed in seeds]
+            line.append(f"B{budget} worst {min(values):.3f} spread {max(values) - min(values):.3f}")
+        print("  ".join(line))
