@@ -7,6 +7,7 @@ python docs/results/replay_variants_2026-12-07/replay_cells.py all 60,110,240 0,
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -14,14 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import quality  # noqa: E402
 
-RECORDS = [
-    ROOT / "docs/results" / name
-    for name in (
-        "oracle_epyc_passes.jsonl.gz",
-        "oracle_epyc_unseen.jsonl.gz",
-        "oracle_epyc_fresh.jsonl.gz",
-    )
-]
+RECORDS = [ROOT / path for path in quality.RECORDS]
 ALL = (
     "dense_qkv,dense_out,dense_ffn1,dense_ffn2,attention_scores,attention_context,"
     "heldout_large_ffn1,heldout_linear_t,heldout_scores_h80,unseen_proj_narrow,"
@@ -30,12 +24,13 @@ ALL = (
 PROBLEMS = {}
 
 
-def load(names: list[str]) -> None:
+def problems(names: list[str]) -> Iterator[tuple[str, quality.Problem]]:
+    """Each named workload's replay problem over the oracle's records, in order."""
     texts = quality.known_workloads()
     records = [record for path in RECORDS for record in quality.load_oracle(str(path))]
     with tempfile.TemporaryDirectory() as scratch:
         for name in names:
-            PROBLEMS[name] = quality.load_problem(name, texts[name], records, Path(scratch))
+            yield name, quality.load_problem(name, texts[name], records, Path(scratch))
 
 
 def one(job: tuple[str, int, int]) -> tuple[str, list[float]]:
@@ -48,7 +43,7 @@ if __name__ == "__main__":
     names = (ALL if sys.argv[1] == "all" else sys.argv[1]).split(",")
     budgets = [int(value) for value in sys.argv[2].split(",")]
     seeds = [int(value) for value in sys.argv[3].split(",")]
-    load(names)  # before the pool: the workers inherit the problems
+    PROBLEMS.update(problems(names))  # before the pool: the workers inherit them
     jobs = [(name, budget, seed) for name in names for budget in budgets for seed in seeds]
     with Pool(2) as pool:
         cells = dict(pool.map(one, jobs, chunksize=1))

@@ -9,14 +9,12 @@ python docs/results/replay_variants_2026-12-07/sibling_ratios.py
 import math
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import quality  # noqa: E402
-from replay_cells import ALL, RECORDS  # noqa: E402
+from replay_cells import ALL, problems  # noqa: E402
 
 BANDS = [(1, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 127)]
 
@@ -64,9 +62,5 @@ def report(name: str, problem) -> None:
 
 
 if __name__ == "__main__":
-    texts = quality.known_workloads()
-    records = [record for path in RECORDS for record in quality.load_oracle(str(path))]
-    names = (ALL if len(sys.argv) < 2 else sys.argv[1]).split(",")
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in names:
-            report(name, quality.load_problem(name, texts[name], records, Path(scratch)))
+    for name, problem in problems((ALL if len(sys.argv) < 2 else sys.argv[1]).split(",")):
+        report(name, problem)
