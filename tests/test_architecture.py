@@ -100,6 +100,8 @@ LAZY_IMPORTS = {
     "transformers": "optional extra",
     "matplotlib": "optional extra (plots)",
     "sklearn": "0.8 s to import; only a fitted cost model needs it",
+    "scipy.stats": "2 s to import; only the cost-model report's rank correlation needs it",
+    "scipy.optimize": "0.5 s to import; only fitting the occupancy curve (several threads, a GPU) needs it",
     "dcmlir.models.torch_import": "imports torch, an optional extra",
     "dcmlir.models.torch_factory": "imports torch, an optional extra",
     "iree.compiler.extras": "the FX importer imports torch, an optional extra",
@@ -141,3 +143,18 @@ def test_imports_sit_at_module_top() -> None:
                 if len(allowed) < len(_imported(inner)):
                     hidden.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
     assert not hidden, hidden
+
+
+def test_the_commands_start_without_the_runtime_or_scipy_stats() -> None:
+    """Every ``dcmlir-opt`` and ``dcmlir`` run imports its command first: ``iree.runtime``
+    (0.9 s), ``scipy.stats`` (2 s) and ``scipy.optimize`` wait until something uses them
+    (the 38 ``dcmlir-opt`` runs of the lit tests took 75 s with them, 34 s without)."""
+    heavy = ("iree.runtime", "scipy.stats", "scipy.optimize", "sklearn", "torch")
+    code = (
+        "import sys, dcmlir.tools.dcmlir_opt, dcmlir.tools.cli\n"
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "", loaded

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 from dcmlir.cost_model.terms import T4_PRIOR, OccupancyCurve
 
@@ -61,6 +60,8 @@ def fit_curve(data: CalibrationData, free: tuple[str, ...], units: int) -> Occup
     costs = [data.spread(curve_of(p), units) for p in points]
     start = points[int(np.argmin(costs))]
     low, high = math.log(CURVE_GRID[0]), math.log(CURVE_GRID[-1])
+    from scipy.optimize import minimize  # here: importing it costs every command 0.5 s
+
     found = minimize(
         lambda x: data.spread(curve_of(np.exp(np.clip(x, low, high))), units),
         np.log(start),

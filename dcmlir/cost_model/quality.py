@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from dcmlir.cost_model.cherry_pick import cherry_pick_split
 from dcmlir.cost_model.terms import OccupancyCurve
@@ -109,6 +108,8 @@ def rank_correlation(model: Predictor, records: Iterable[Record]) -> ShapeScores
     Shapes with fewer than 3 candidates, or where either side is constant, have
     no correlation and are left out.
     """
+    from scipy.stats import spearmanr  # here: importing scipy.stats costs every command 2 s
+
     per_shape = {}
     for shape, predicted, measured in _shape_rows(model, records):
         if len(measured) < 3 or np.ptp(measured) == 0:

@@ -9,6 +9,7 @@ device, no per-call marshalling) want the low-level invoke path in one place.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 import subprocess
@@ -16,14 +17,35 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import iree.runtime as rt  # type: ignore[import-untyped]
 import numpy as np
 from iree.compiler import version as _compiler_version  # type: ignore[import-untyped]
 from iree.compiler.tools.binaries import find_tool  # type: ignore[import-untyped]
-from iree.runtime import _binding  # type: ignore[import-untyped]
 
 from dcmlir.version import __version__
+
+
+class _OnFirstUse:
+    """A module imported when first used: ``iree.runtime`` takes 0.9 s to import (its
+    native libraries), which every ``dcmlir-opt`` run and every command that only compiles
+    paid without calling it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        module: ModuleType = importlib.import_module(self._name)  # cached in sys.modules
+        return getattr(module, attribute)
+
+
+if TYPE_CHECKING:
+    import iree.runtime as rt  # type: ignore[import-untyped]
+    from iree.runtime import _binding  # type: ignore[import-untyped]
+else:
+    rt = _OnFirstUse("iree.runtime")
+    _binding = _OnFirstUse("iree.runtime._binding")
 
 __all__ = [
     "STDIN_NAME",
