@@ -39,6 +39,8 @@ plots in ``docs/results/never_slower/b<budget>/``.
 
 ``--machine NAME`` keeps another machine's run apart from the one the docs' main table
 holds: its results in ``docs/results/never_slower_NAME/``, its own section of the docs.
+``--seed S`` tunes with the cost model's seed S (issue 14, item 4: tunes with other seeds
+and fresh records; give each seed its own ``--machine`` name so the records stay apart).
 """
 
 from __future__ import annotations
@@ -189,7 +191,13 @@ def all_workloads() -> dict[str, str]:
 
 
 def run(
-    name: str, text: str, budget: int, records: Path, out: Path, every: bool = False
+    name: str,
+    text: str,
+    budget: int,
+    records: Path,
+    out: Path,
+    every: bool = False,
+    seed: int = 0,
 ) -> BenchResult:
     records.mkdir(parents=True, exist_ok=True)
     source = records / f"{name}.mlir"
@@ -207,6 +215,7 @@ def run(
         db=records / "tune.jsonl",
         output=plan,
         min_time=0.03,
+        seed=seed,
     )
     say(f"{name}: timing {', '.join(BASELINES)} at {len(SHAPES)} T")
     result = bench(
@@ -221,6 +230,7 @@ def run(
         name=name,
     )
     result.info["budget"] = budget
+    result.info["seed"] = seed
     result.info["held_out"] = name in NEW
     result.info["rechecked"] = recheck(name, result, records, every)
     result.info["rechecked_all"] = every
@@ -309,8 +319,11 @@ def markers(machine: str) -> tuple[str, str]:
 
 def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
     where = folder(machine)
+    seeds = sorted({int(r.info.get("seed", 0)) for rs in by_budget.values() for r in rs})
     option = f" --machine {machine}" if machine else ""
+    option += "".join(f" --seed {seed}" for seed in seeds if seed)  # the tunes' seed
     title = f", on the `{machine}` machine" if machine else ""
+    title += f" (cost model seed {', '.join(map(str, seeds))})" if any(seeds) else ""
     lines = [
         markers(machine)[0],
         "## Never slower than the best IREE build? BERT-base and held-out workloads"
@@ -416,6 +429,9 @@ def main() -> int:
         default="",
         help="budgets in the docs table (default: the ones on disk)",
     )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the cost model's seed (item 4: tunes with other seeds)"
+    )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
     parser.add_argument(
         "--recheck-only",
@@ -449,7 +465,7 @@ def main() -> int:
             result.info["rechecked_all"] = args.recheck_all
             write_outputs(result, out)
         elif not args.report_only:
-            run(name, texts[name], args.budget, records, out, args.recheck_all)
+            run(name, texts[name], args.budget, records, out, args.recheck_all, args.seed)
     found = (ROOT / "docs" / "results" / folder(args.machine)).glob("b*")
     on_disk = sorted(int(p.name[1:]) for p in found if p.name[1:].isdigit())  # not b60_reruns
     budgets = [int(b) for b in args.report.split(",")] if args.report else on_disk

@@ -312,3 +312,22 @@ def test_a_miss_is_never_printed_as_the_line_it_missed() -> None:
     assert _digits(0.9698, 0.97) == "0.9698"
     assert _digits(0.9649, 0.97) == "0.965"
     assert _digits(0.9702, 0.97) == "0.970"
+
+
+def test_a_never_slower_section_of_tunes_with_another_seed_says_so_in_its_command() -> None:
+    """never_slower.py --seed: the seed is kept in each result, and the docs section of
+    those results reproduces them with it (item 4's tunes with other seeds); seed 0, the
+    default, is left out of the command."""
+    benchmarks_on_path()
+    from never_slower import load_result, section
+
+    root = Path(__file__).resolve().parent.parent
+    result = load_result(root / "docs/results/never_slower_zen3-seed1/b60/dense_ffn2.json")
+    assert result.info["seed"] == 1
+    text = section({60: [result]}, "zen3-seed1")
+    assert "--budget B --machine zen3-seed1 --seed 1`" in text
+    assert "on the `zen3-seed1` machine (cost model seed 1)" in text
+    result.info["seed"] = 0
+    text = section({60: [result]}, "zen3-seed1")
+    assert "--budget B --machine zen3-seed1`" in text
+    assert "cost model seed" not in text
