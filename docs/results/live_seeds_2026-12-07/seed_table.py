@@ -10,22 +10,17 @@ speedup over IREE's default, the median of the three runs.
 python docs/results/live_seeds_2026-12-07/seed_table.py
 """
 
-import math
 import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from constant_weight_bench import ratios  # noqa: E402
+from constant_weight_bench import geomean, ratios  # noqa: E402
 from never_slower import load_result  # noqa: E402
 
 SEEDS = (0, 1, 2)
 PEERS = ("iree-data-tiling", "onnxruntime", "numpy", "torch")
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
