@@ -44,8 +44,14 @@ def _projection(k: int, n: int, weight: str, matmul: str, inputs: str = "f32") -
 """
 
 
+KEY_LENGTH_FREE = "tensor.empty(%t, %s)"
+"""The scores' output sized by the query length ``%t`` and the key length ``%s``, apart."""
+KEY_LENGTH_TIED = "tensor.empty(%t, %t)"
+
+
 def scores_module(heads: int, head_dim: int) -> str:
-    """Attention scores, ``Q[heads, T, head_dim] @ K^T[heads, head_dim, T]``."""
+    """Attention scores, ``Q[heads, T, head_dim] @ K^T[heads, head_dim, T']``: T and T' are
+    two dynamic dims of their own (see :func:`key_length_tied` for T' = T)."""
     h, d = heads, head_dim
     return f"""func.func @main(%q: tensor<{h}x?x{d}xf32>, %k: tensor<{h}x{d}x?xf32>) -> tensor<{h}x?x?xf32> {{
   %c1 = arith.constant 1 : index
@@ -53,12 +59,20 @@ def scores_module(heads: int, head_dim: int) -> str:
   %t = tensor.dim %q, %c1 : tensor<{h}x?x{d}xf32>
   %s = tensor.dim %k, %c2 : tensor<{h}x{d}x?xf32>
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t, %s) : tensor<{h}x?x?xf32>
+  %e = {KEY_LENGTH_FREE} : tensor<{h}x?x?xf32>
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<{h}x?x?xf32>) -> tensor<{h}x?x?xf32>
   %r = linalg.batch_matmul ins(%q, %k : tensor<{h}x?x{d}xf32>, tensor<{h}x{d}x?xf32>) outs(%init : tensor<{h}x?x?xf32>) -> tensor<{h}x?x?xf32>
   return %r : tensor<{h}x?x?xf32>
 }}
 """
+
+
+def key_length_tied(text: str) -> str:
+    """An attention-scores module of :func:`scores_module` whose key length is its query
+    length, said in the IR (``tensor.empty(%t, %t)``), as in a transformer's self-attention:
+    dcmlir then tunes the diagonal T' = T instead of the T x T' grid. Other modules (no
+    scores output to tie) are returned as they are."""
+    return text.replace(KEY_LENGTH_FREE, KEY_LENGTH_TIED)
 
 
 # 12 x T x 64 x T: scores = Q[12, T, 64] @ K^T[12, 64, T]

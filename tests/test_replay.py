@@ -331,3 +331,30 @@ def test_a_never_slower_section_of_tunes_with_another_seed_says_so_in_its_comman
     text = section({60: [result]}, "zen3-seed1")
     assert "--budget B --machine zen3-seed1`" in text
     assert "cost model seed" not in text
+
+
+def test_a_tied_scores_module_is_tuned_on_its_diagonal_and_its_section_says_so() -> None:
+    """never_slower.py --tied: a scores module's output says T' = T, so the workload ties
+    its two sequence loops and lists the 128 diagonal shapes (the untied module: neither);
+    a module without scores is left as it is; the docs section's command says --tied."""
+    benchmarks_on_path()
+    from bert_workloads import dense_module, key_length_tied, scores_module
+    from never_slower import load_result, section
+
+    free = scores_module(16, 80)
+    tied = key_length_tied(free)
+    assert tied != free and "tensor.empty(%t, %t)" in tied
+    assert key_length_tied(dense_module(768, 3072)) == dense_module(768, 3072)
+    untied_workload = with_ranges(free, {1: (1, 128), 2: (1, 128)})
+    tied_workload = with_ranges(tied, {1: (1, 128), 2: (1, 128)})
+    assert untied_workload.equal_loops == () and untied_workload.tied_shapes() is None
+    assert tied_workload.equal_loops == ((1, 2),)
+    assert tied_workload.tied_shapes() == [(t, t) for t in range(1, 129)]
+
+    root = Path(__file__).resolve().parent.parent
+    result = load_result(root / "docs/results/never_slower_zen3-seed1/b60/dense_ffn2.json")
+    assert "--tied" not in section({60: [result]}, "zen3-seed1")
+    result.info["tied"] = True
+    text = section({60: [result]}, "zen3-seed1")
+    assert "--machine zen3-seed1 --seed 1 --tied`" in text
+    assert "(attention scores tuned on T' = T)" in text

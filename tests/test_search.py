@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CONTEXT, DENSE, dense_with_range, with_ranges
+from helpers import CONTEXT, DENSE, SCORES, dense_with_range, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
@@ -36,6 +36,7 @@ from dcmlir.search.remainders import (
 from dcmlir.search.selection import measured_favoured, measured_first
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch, shapes_in_range
+from dcmlir.search.shape_range import free_grid_note
 from dcmlir.search.verification import (
     decisive_picks,
     hidden_contenders,
@@ -143,6 +144,28 @@ def test_huge_range_is_sampled_with_ends_and_small_values() -> None:
     values = {s[0] for s in shapes}
     assert {1, 2, 3, 4, 5, 6, 7, 8, 1_000_000} <= values
     assert shapes == shapes_in_range(workload, max_shapes=256, seed=0)
+
+
+def test_loops_of_one_range_that_nothing_ties_get_a_note_and_tied_ones_do_not() -> None:
+    """Attention scores whose T and T' are two arguments' dims: the search covers their grid,
+    and tune says how to tie them; the same op sized by one value, a projection, or two
+    loops of different ranges: no note."""
+    free = with_ranges(SCORES, {1: (1, 128), 2: (1, 128)})
+    note = free_grid_note(free)
+    assert note is not None and "loops d1 and d2 vary on their own" in note
+    assert "tensor.empty(%t, %t)" in note
+    tied = SCORES.replace(
+        "%init: tensor<12x?x?xf32>) -> tensor<12x?x?xf32> {",
+        (
+            "%init0: tensor<12x?x?xf32>) -> tensor<12x?x?xf32> {\n  %c1 = arith.constant 1 : index\n"
+            "  %t = tensor.dim %q, %c1 : tensor<12x?x64xf32>\n"
+            "  %init = tensor.empty(%t, %t) : tensor<12x?x?xf32>"
+        ),
+    )
+    assert with_ranges(tied, {1: (1, 128), 2: (1, 128)}).equal_loops == ((1, 2),)
+    assert free_grid_note(with_ranges(tied, {1: (1, 128), 2: (1, 128)})) is None
+    assert free_grid_note(with_ranges(SCORES, {1: (1, 128), 2: (1, 64)})) is None
+    assert free_grid_note(dense_with_range(1, 128)) is None
 
 
 def test_search_needs_ranges() -> None:

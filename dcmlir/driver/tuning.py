@@ -50,6 +50,7 @@ from dcmlir.search.model_graph import (
     run_shapes,
 )
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
+from dcmlir.search.shape_range import free_grid_note
 from dcmlir.shapes import Shape
 from dcmlir.space import (
     Candidate,
@@ -264,6 +265,9 @@ def tune(
             ).run()
 
         for workload in found:
+            note = free_grid_note(workload)
+            if note is not None:
+                print(note, file=stream)
             result = search_of(workload)
             failure = _nothing_ran(workload, result, records, target_object)
             if failure is not None:  # every kernel failed: the op stays with IREE's default
