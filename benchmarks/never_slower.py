@@ -212,8 +212,8 @@ def run(
     tied: bool = False,
 ) -> BenchResult:
     records.mkdir(parents=True, exist_ok=True)
-    tied = tied and key_length_tied(text) != text  # only attention scores have T' to tie
-    text = key_length_tied(text) if tied else text
+    given, text = text, key_length_tied(text) if tied else text
+    tied = text != given  # only attention scores have a T' to tie
     source = records / f"{name}.mlir"
     source.write_text(text)
     tuned = source
@@ -320,6 +320,14 @@ def _label(shape: tuple[int, ...]) -> str:
     return ",".join(map(str, shape))
 
 
+def final_ratios(result: BenchResult) -> list[float]:
+    """Each T's ratio to the faster IREE build after the re-measurement: the re-measured
+    one where that T was timed again, else the first."""
+    again = result.info.get("rechecked") or {}
+    own = ratios(result, "dcmlir")
+    return [again.get(_label(s), r) for r, s in zip(own, result.shapes, strict=False)]
+
+
 def folder(machine: str) -> str:
     """The results' folder name: ``never_slower``, or ``never_slower_NAME`` for ``--machine``."""
     return f"never_slower_{machine}" if machine else "never_slower"
@@ -406,10 +414,7 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
             cell = result.cell(shape, "dcmlir")
             kernel = f"`{cell.kernel}`" if cell is not None and cell.kernel else ""
             again = result.info.get("rechecked")
-            final = [
-                again.get(_label(s), r) if again is not None else r
-                for r, s in zip(own, result.shapes, strict=False)
-            ]
+            final = final_ratios(result)
             last, last_shape = max(zip(final, result.shapes, strict=False))
             scope = "every T" if result.info.get("rechecked_all") else "T above 1.03"
             rechecked = (

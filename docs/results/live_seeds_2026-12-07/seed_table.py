@@ -25,7 +25,7 @@ from dcmlir.bench import BenchResult
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from constant_weight_bench import geomean, ratios  # noqa: E402
-from never_slower import load_result  # noqa: E402
+from never_slower import final_ratios, load_result  # noqa: E402
 
 SEEDS = (0, 1, 2)
 PEERS = ("iree-data-tiling", "onnxruntime", "numpy", "torch")
@@ -33,10 +33,9 @@ PEERS = ("iree-data-tiling", "onnxruntime", "numpy", "torch")
 
 def remeasured(result: BenchResult) -> float | None:
     """The geomean of the ratios timed again at every T; None where not every T was."""
-    again = result.info.get("rechecked")
-    if not result.info.get("rechecked_all") or not again:
+    if not result.info.get("rechecked_all") or not result.info.get("rechecked"):
         return None
-    return geomean([again.get(",".join(map(str, shape)), 0.0) for shape in result.shapes])
+    return geomean(final_ratios(result))
 
 
 def main(prefixes: list[str]) -> None:
@@ -70,15 +69,11 @@ def main(prefixes: list[str]) -> None:
         peers = [
             statistics.median(result.geomean_speedup(peer) for result in ordered) for peer in PEERS
         ]
-        again = [remeasured(result) for result in ordered]
-        column = ""
-        if every:
-            found = [g for g in again if g]
-            column = (
-                f" | {' / '.join(f'{g:.3f}' for g in found)} ({1 - min(found) / max(found):.3f})"
-                if len(found) == len(SEEDS)
-                else " | "
-            )
+        found = [g for g in (remeasured(result) for result in ordered) if g is not None]
+        column = " | " if every else ""
+        if every and len(found) == len(SEEDS):
+            values = " / ".join(f"{g:.3f}" for g in found)
+            column = f" | {values} ({1 - min(found) / max(found):.3f})"
         print(
             f"| {name} | {budget} | {' / '.join(f'{g:.3f}' for g in against)} "
             f"| {1 - min(against) / max(against):.3f} "
