@@ -97,6 +97,16 @@ def context_module(heads: int, head_dim: int) -> str:
 # 12 x T x T x 64: context = P[12, T, T] @ V[12, T, 64]
 CONTEXT = context_module(12, 64)
 
+CONTEXT_TIE = "arg0.1=arg0.2"
+"""``--dims`` item tying P's T' to its T: no value in the context module sizes both."""
+
+
+def key_length_tie(text: str) -> list[str]:
+    """The ``--dims`` items that tie an attention-context module of :func:`context_module`'s
+    key length to its query length (its probabilities ``P[h, T, T']`` are an argument, so
+    the IR cannot say T' = T); none for other modules."""
+    return [CONTEXT_TIE] if text.startswith("func.func @main(%p: ") else []
+
 
 def workloads() -> dict[str, str]:
     """name -> module text, in the order the benchmark reports them."""

@@ -41,10 +41,11 @@ plots in ``docs/results/never_slower/b<budget>/``.
 holds: its results in ``docs/results/never_slower_NAME/``, its own section of the docs.
 ``--seed S`` tunes with the cost model's seed S (issue 14, item 4: tunes with other seeds
 and fresh records; give each seed its own ``--machine`` name so the records stay apart).
-``--tied`` tunes each attention-scores module with its key length tied to its query length
-in the IR (``tensor.empty(%t, %t)``, as a transformer's self-attention has it): the search
-covers the diagonal T' = T the bench times, not the T x T' grid (give it its own
-``--machine`` name too).
+``--tied`` tunes each attention module with its key length tied to its query length, as a
+transformer's self-attention has it: scores in the IR (``tensor.empty(%t, %t)``), context
+with ``--dims arg0.1=arg0.2`` (its probabilities are an argument); the search covers the
+diagonal T' = T the bench times, not the T x T' grid (give it its own ``--machine`` name
+too).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from bert_workloads import (
     DENSE,
     context_module,
     dense_module,
+    key_length_tie,
     key_length_tied,
     scores_module,
     transposed_module,
@@ -213,7 +215,8 @@ def run(
 ) -> BenchResult:
     records.mkdir(parents=True, exist_ok=True)
     given, text = text, key_length_tied(text) if tied else text
-    tied = text != given  # only attention scores have a T' to tie
+    ties = key_length_tie(text) if tied else []  # context: T' = T told with --dims
+    tied = text != given or bool(ties)  # only attention has a T' to tie
     source = records / f"{name}.mlir"
     source.write_text(text)
     tuned = source
@@ -224,7 +227,7 @@ def run(
     say(f"{name}: tuning {tuned.name}, budget {budget}")
     dcmlir.tune(
         tuned,
-        dims=[RANGE],
+        dims=[RANGE, *ties],
         budget=budget,
         db=records / "tune.jsonl",
         output=plan,
@@ -349,7 +352,7 @@ def section(by_budget: dict[int, list[BenchResult]], machine: str = "") -> str:
     option += " --tied" if tied else ""
     title = f", on the `{machine}` machine" if machine else ""
     title += f" (cost model seed {', '.join(map(str, seeds))})" if any(seeds) else ""
-    title += " (attention scores tuned on T' = T)" if tied else ""
+    title += " (attention tuned on T' = T)" if tied else ""
     lines = [
         markers(machine)[0],
         "## Never slower than the best IREE build? BERT-base and held-out workloads"
@@ -458,8 +461,9 @@ def main() -> int:
     parser.add_argument(
         "--tied",
         action="store_true",
-        help="attention scores with their key length tied to the query length in the IR "
-        "(tensor.empty(%%t, %%t)): tuned on T' = T, not the T x T' grid",
+        help="attention with its key length tied to the query length (scores in the IR, "
+        "tensor.empty(%%t, %%t); context with --dims arg0.1=arg0.2): tuned on T' = T, not "
+        "the T x T' grid",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the docs")
     parser.add_argument(

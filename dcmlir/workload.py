@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from dcmlir.dim_tracing import ArgDim, trace_dim
 from dcmlir.ir.mlir import ir, linalg, source_loc
+from dcmlir.loop_ties import group_loops, read_equal_loops
 from dcmlir.shapes import MAX_SHAPES, Shape, spread
 
 RANGES_ATTR = "dcmlir.dim_ranges"
@@ -145,7 +146,10 @@ class Workload:
         space = "x".join(d.describe() for d in self.dims)
         roles = "".join(d.role for d in self.dims)
         types = ",".join(self.element_types)
-        return f"{self.kind} ({roles}) {space} {types} key={self.key}"
+        tied = ", ".join("=".join(f"d{loop}" for loop in group) for group in self.equal_loops)
+        return f"{self.kind} ({roles}) {space} {types} key={self.key}" + (
+            f" ({tied} at run time)" if tied else ""
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -423,7 +427,8 @@ def equal_dynamic_loops(
     Every operand dim that carries a loop is traced back to argument dims; loops that
     share one (directly, or through another loop) are one group. An output sized
     ``tensor.empty(%t, %t)`` ties its two loops even when the inputs come from
-    different arguments: the program says they are equal.
+    different arguments: the program says they are equal. Loops the user tied
+    (``dcmlir.equal_loops``, :mod:`dcmlir.loop_ties`) are one group too.
     """
     maps = _maps_or_none(op) or []
     dynamic = ir.ShapedType.get_dynamic_size()
@@ -437,15 +442,7 @@ def equal_dynamic_loops(
             loop = expr.position if isinstance(expr, ir.AffineDimExpr) else None
             if loop in origins and shape[position] == dynamic:
                 origins[loop] |= trace_dim(value, position).arg_dims
-    groups: list[tuple[set[int], set[ArgDim]]] = []
-    for loop in loops:
-        members, args = {loop}, set(origins[loop])
-        for group in [g for g in groups if g[1] & args]:
-            groups.remove(group)
-            members |= group[0]
-            args |= group[1]
-        groups.append((members, args))
-    return tuple(tuple(sorted(m)) for m, args in groups if len(m) > 1 and args)
+    return group_loops(origins, read_equal_loops(op))
 
 
 SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "bf16")

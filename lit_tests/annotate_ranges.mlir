@@ -6,12 +6,17 @@
 // RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=-1:4}' 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not dcmlir-opt %s --split-input-file -p 'dcmlir-annotate-ranges{dims=arg7.0=1:8}' 2>&1 | FileCheck %s --check-prefix=NODIM
 // RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{ranges=1:8}' 2>&1 | FileCheck %s --check-prefix=BADKEY
+// RUN: dcmlir-opt %s -p 'dcmlir-annotate-ranges{dims=arg0.1=4:16,arg0.2=arg0.1}' 2>/dev/null | FileCheck %s --check-prefix=TIE
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{range=1:128 dims=arg0.1=arg0.2}' 2>&1 | FileCheck %s --check-prefix=TIEDRANGES
+// RUN: not dcmlir-opt %s -p 'dcmlir-annotate-ranges{dims=arg0.1=1:8,arg0.2=16:32,arg0.1=arg0.2}' 2>&1 | FileCheck %s --check-prefix=TIEDDIMS
 
 // REVERSED: dcmlir-opt: error: pass 'dcmlir-annotate-ranges': range '128:1' is reversed; write 1:128
 // NONNUM: dcmlir-opt: error: pass 'dcmlir-annotate-ranges': range 'a:b' is not LO:HI with integers
 // NEG: error: pass 'dcmlir-annotate-ranges': range '-1:4' has a negative bound
 // NODIM: error: dims: arg7.0 is not a dynamic dimension of any function argument (dynamic ones: arg0.0)
 // BADKEY: dcmlir-opt: error: pass 'dcmlir-annotate-ranges' has no option 'ranges' (options: dims, range)
+// TIEDRANGES: annotate_ranges.mlir:{{[0-9]+}}:8: error: loops d1, d3 are tied by dims but their ranges do not overlap
+// TIEDDIMS: dcmlir-opt: error: pass 'dcmlir-annotate-ranges': tied dims have ranges that do not overlap (arg0.1=1:8, arg0.2=16:32)
 
 // Without --split-input-file the three functions form one module, so arg0.0 names
 // a dynamic dim of @dense only (argN.D applies to every function that has it).
@@ -104,4 +109,39 @@ func.func @batch_x_seq(%x: tensor<?x?x64xf32>, %w: tensor<64x64xf32>, %q: tensor
   %e2 = tensor.empty(%bh, %t, %t) : tensor<?x?x?xf32>
   %s = linalg.batch_matmul ins(%q, %k : tensor<?x?x16xf32>, tensor<?x16x?xf32>) outs(%e2 : tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
   return %r, %s : tensor<?x64xf32>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// Attention context with its probabilities an argument: nothing in the IR says that T
+// (d1, from %p) and T' (d3, from %p and %v) are one value. dims=argN.D=argM.E ties them
+// (dcmlir.equal_loops: the search tunes their diagonal), and a range given to one of
+// them holds for both.
+// CHECK-LABEL: func.func @context
+// CHECK: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 1, 128>, d3 = array<i64: 1, 128>}} ins
+// TIE-LABEL: func.func @context
+// TIE: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 4, 16>, d3 = array<i64: 4, 16>}, dcmlir.equal_loops = [array<i64: 1, 3>]}
+func.func @context(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<12x?x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  // expected-warning @below {{no range for dynamic loop d1}}
+  // expected-warning @below {{no range for dynamic loop d3}}
+  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  return %r : tensor<12x?x64xf32>
+}
+
+// -----
+
+// Tied loops get one range, the overlap of theirs; ranges the IR records that do not
+// overlap are an error on the op (TIEDRANGES), not a silent pick of one.
+// CHECK-LABEL: func.func @context_recorded
+// CHECK: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 1, 8>, d3 = array<i64: 16, 32>}} ins
+// TIE-LABEL: func.func @context_recorded
+// TIE: linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 4, 16>, d3 = array<i64: 4, 16>}, dcmlir.equal_loops = [array<i64: 1, 3>]}
+func.func @context_recorded(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>, %init: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %r = linalg.batch_matmul {dcmlir.dim_ranges = {d1 = array<i64: 1, 8>, d3 = array<i64: 16, 32>}} ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>) outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  return %r : tensor<12x?x64xf32>
 }

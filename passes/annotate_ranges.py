@@ -17,13 +17,14 @@ A dynamic loop with none of these is left without a range and gets a warning.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from dcmlir.dim_tracing import ArgDim, DimOrigin, parse_arg_dim, trace_dim
 from dcmlir.ir.mlir import ir, linalg
 from dcmlir.ir.pass_base import ModulePass, PassContext, option
+from dcmlir.loop_ties import write_equal_loops
 from dcmlir.shapes import parse_range
 from dcmlir.workload import dynamic_linalg_ops, loop_extents, read_ranges, write_ranges
 
@@ -34,7 +35,11 @@ class AnnotateRangesPass(ModulePass):
     summary = "record the value range of each dynamic loop of each dynamic-shape linalg op"
 
     range: str = option("", "LO:HI (inclusive) for every dynamic dim without a better source")
-    dims: tuple[str, ...] = option((), "per-argument ranges: argN.D=LO:HI,... (argument N, dim D)")
+    dims: tuple[str, ...] = option(
+        (),
+        "per-argument ranges: argN.D=LO:HI,... (argument N, dim D); argN.D=argM.E ties two "
+        "dims that are one value at run time",
+    )
 
     missing_hint: ClassVar[str | None] = "pass range=LO:HI or dims=argN.D=LO:HI"
     """What the warning for a dynamic loop left without a range tells the user to do; None:
@@ -49,38 +54,70 @@ class AnnotateRangesPass(ModulePass):
         return parse_range(self.range) if self.range else None
 
     def overrides(self) -> dict[ArgDim, tuple[int, int]]:
-        """The ``argN.D=LO:HI`` items by argument dim; one dim given twice is an error (the
-        last one used to win silently)."""
+        """The ``argN.D=LO:HI`` items by argument dim, each range shared by the dims tied to
+        it (:meth:`tie_classes`); one dim given twice is an error (the last one used to win
+        silently), and so are tied dims whose ranges do not overlap."""
         found: dict[ArgDim, tuple[int, int]] = {}
         given: dict[ArgDim, str] = {}
         for item in self.dims:
-            where, has_range, text = item.partition("=")
-            if not has_range:
-                raise ValueError(f"'{item}' in dims is not argN.D=LO:HI")
+            where, text = _split_item(item)
             arg_dim = parse_arg_dim(where)
+            if _names_arg_dim(text):
+                continue  # a tie: tie_classes
             if arg_dim in given:
                 raise ValueError(
                     f"two ranges for {arg_dim} ('{given[arg_dim]}' and '{item}'); give one"
                 )
             found[arg_dim] = parse_range(text)
             given[arg_dim] = item
+        for members in self.tie_classes():
+            ranges = {arg: found[arg] for arg in members if arg in found}
+            if not ranges:
+                continue
+            lo, hi = max(r[0] for r in ranges.values()), min(r[1] for r in ranges.values())
+            if lo > hi:
+                spelled = ", ".join(sorted(f"{arg}={r[0]}:{r[1]}" for arg, r in ranges.items()))
+                raise ValueError(f"tied dims have ranges that do not overlap ({spelled})")
+            found.update(dict.fromkeys(members, (lo, hi)))
         return found
 
+    def tie_classes(self) -> list[set[ArgDim]]:
+        """The ``argN.D=argM.E`` items: argument dims that are one value at run time, joined
+        into classes (``arg0.1=arg0.2`` with ``arg0.2=arg1.1``: all three)."""
+        classes: list[set[ArgDim]] = []
+        for item in self.dims:
+            where, text = _split_item(item)
+            if not _names_arg_dim(text):
+                continue
+            joined = {parse_arg_dim(where), parse_arg_dim(text)}
+            for found in [c for c in classes if c & joined]:
+                classes.remove(found)
+                joined |= found
+            classes.append(joined)
+        return classes
+
     def apply(self, ctx: PassContext, module: ir.Operation) -> None:
-        overrides = self.overrides()
-        self.check_overrides_exist(ctx, module, overrides)
+        overrides, ties = self.overrides(), self.tie_classes()
+        named = {*overrides, *(arg for members in ties for arg in members)}
+        self.check_overrides_exist(ctx, module, named)
         default = self.default_range()
         for op in dynamic_linalg_ops(module):
             recorded = read_ranges(op)
             ranges: dict[int, tuple[int, int]] = {}
-            for loop, origin in dynamic_loop_origins(op).items():
+            origins = dynamic_loop_origins(op)
+            for loop, origin in origins.items():
                 if loop in recorded:
                     origin.merge_assumption(recorded[loop])
                 found = self.resolve(ctx, op, loop, origin, overrides, default)
                 if found is not None:
                     ranges[loop] = found
+            groups = _tied_loops(origins, ties)
+            for group in groups:  # one value: one range, the ranges' overlap
+                _share_range(ctx, op, group, ranges)
             if ranges:
                 write_ranges(op, ranges)
+            if groups:
+                write_equal_loops(op, groups)
 
     def resolve(
         self,
@@ -116,9 +153,10 @@ class AnnotateRangesPass(ModulePass):
 
     @staticmethod
     def check_overrides_exist(
-        ctx: PassContext, module: ir.Operation, overrides: dict[ArgDim, tuple[int, int]]
+        ctx: PassContext, module: ir.Operation, overrides: Collection[ArgDim]
     ) -> None:
-        """An override naming no dynamic argument dim is a typo: say so, do not ignore it.
+        """An override or a tie naming no dynamic argument dim is a typo: say so, do not
+        ignore it.
 
         ``argN.D`` numbers the arguments of every function alike: one that names a dynamic
         dim of several functions bounds each of them, which gets a warning naming them.
@@ -144,6 +182,47 @@ class AnnotateRangesPass(ModulePass):
                     f"({names}): its range bounds each of them (argN.D numbers the arguments "
                     "of every function)",
                 )
+
+
+def _split_item(item: str) -> tuple[str, str]:
+    """``argN.D=VALUE`` -> (``argN.D``, ``VALUE``); a ValueError for an item without ``=``."""
+    where, has_value, text = item.partition("=")
+    if not has_value:
+        raise ValueError(f"'{item}' in dims is not argN.D=LO:HI or argN.D=argM.E")
+    return where, text
+
+
+def _names_arg_dim(text: str) -> bool:
+    """Whether a ``dims`` item's value is another argument dim (a tie), not a range."""
+    try:
+        parse_arg_dim(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _tied_loops(origins: dict[int, DimOrigin], ties: list[set[ArgDim]]) -> list[list[int]]:
+    """The op's dynamic loops each tie class joins (two or more: one loop is no tie)."""
+    found = []
+    for members in ties:
+        loops = [loop for loop, origin in sorted(origins.items()) if origin.arg_dims & members]
+        if len(loops) > 1:
+            found.append(loops)
+    return found
+
+
+def _share_range(
+    ctx: PassContext, op: ir.Operation, loops: list[int], ranges: dict[int, tuple[int, int]]
+) -> None:
+    """Give tied ``loops`` one range, the overlap of theirs (an error where none)."""
+    known = [ranges[loop] for loop in loops if loop in ranges]
+    if not known:
+        return
+    lo, hi = max(r[0] for r in known), min(r[1] for r in known)
+    if lo > hi:
+        names = ", ".join(f"d{loop}" for loop in loops)
+        raise ctx.fail(op, f"loops {names} are tied by dims but their ranges do not overlap")
+    ranges.update(dict.fromkeys(loops, (lo, hi)))
 
 
 def _product_range(

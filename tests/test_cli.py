@@ -16,6 +16,8 @@ from helpers import dense_with_range
 
 from dcmlir import __version__
 from dcmlir.build.compiler import build
+from dcmlir.driver.loading import load_workloads
+from dcmlir.search.shape_range import free_grid_note
 from dcmlir.shapes import Shape, parse_shapes
 from dcmlir.space import workload_space
 from dcmlir.target import CpuTarget
@@ -97,6 +99,75 @@ def test_workloads_json(capsys: pytest.CaptureFixture[str]) -> None:
     (workload,) = report["workloads"]
     assert workload["kind"] == "matmul" and workload["location"] == f"{EXAMPLE}:10:8"
     assert [loop["range"] for loop in workload["loops"]] == [[1, 128], None, None]
+
+
+CONTEXT = """\
+func.func @context(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<12x?x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>)
+      outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
+  return %r : tensor<12x?x64xf32>
+}
+"""
+
+
+def test_dims_ties_two_argument_dims_the_ir_cannot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Attention context with its probabilities an argument: nothing in the IR says that T
+    (d1) and T' (d3) are one value, so they are tuned over their grid; ``--dims
+    arg0.1=arg0.2`` ties them (and a range given to one holds for both), and the search's
+    shapes are their diagonal, without the free-grid note."""
+    module = tmp_path / "context.mlir"
+    module.write_text(CONTEXT)
+    code, out, err = run(capsys, "workloads", str(module), "--dims", "1:128")
+    assert code == 0 and err == "" and "at run time" not in out
+    code, out, err = run(
+        capsys, "workloads", str(module), "--dims", "arg0.1=1:64", "--dims", "arg0.2=arg0.1"
+    )
+    assert code == 0, err
+    assert "12x?[1..64]x64x?[1..64] f32,f32,f32 key=" in out and "(d1=d3 at run time)" in out
+    code, out, _ = run(
+        capsys, "workloads", str(module), "--dims=1:128", "--dims=arg0.1=arg0.2", "--json"
+    )
+    (listed,) = json.loads(out)["workloads"]
+    assert listed["equal_loops"] == [[1, 3]]
+
+    _, (tied,), _ = load_workloads(module, ["1:128", "arg0.1=arg0.2"], sys.stderr)
+    _, (free,), _ = load_workloads(module, ["1:128"], sys.stderr)
+    shapes = tied.tied_shapes()
+    assert shapes is not None and len(shapes) == 128 and all(t == u for t, u in shapes)
+    assert free.tied_shapes() is None
+    assert free_grid_note(tied) is None and free_grid_note(free) is not None
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        (
+            ["arg0.1=1:8", "arg0.2=16:32", "arg0.1=arg0.2"],
+            "dcmlir: error: --dims: tied dims have ranges that do not overlap"
+            " (arg0.1=1:8, arg0.2=16:32)",
+        ),
+        (
+            ["1:128", "arg0.1=arg3.2"],
+            "{module}: error: dims: arg3.2 is not a dynamic dimension of any function argument"
+            " (dynamic ones: arg0.1, arg0.2, arg1.1)",
+        ),
+    ],
+)
+def test_a_bad_tie_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, dims: list[str], message: str
+) -> None:
+    module = tmp_path / "context.mlir"
+    module.write_text(CONTEXT)
+    code, out, err = run(capsys, "workloads", str(module), *[f"--dims={d}" for d in dims])
+    assert code == 1 and out == ""
+    assert_one_line_error(err, message.format(module=module))
 
 
 def test_missing_file_is_one_line_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from helpers import SCORES, benchmarks_on_path, dense_with_range, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
+from dcmlir.driver.loading import load_workloads
 from dcmlir.records import Record, RecordDatabase
 from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, space_for
@@ -336,9 +339,16 @@ def test_a_never_slower_section_of_tunes_with_another_seed_says_so_in_its_comman
 def test_a_tied_scores_module_is_tuned_on_its_diagonal_and_its_section_says_so() -> None:
     """never_slower.py --tied: a scores module's output says T' = T, so the workload ties
     its two sequence loops and lists the 128 diagonal shapes (the untied module: neither);
-    a module without scores is left as it is; the docs section's command says --tied."""
+    a context module is tied by a --dims item; a module without attention is left as it
+    is; the docs section's command says --tied."""
     benchmarks_on_path()
-    from bert_workloads import dense_module, key_length_tied, scores_module
+    from bert_workloads import (
+        context_module,
+        dense_module,
+        key_length_tie,
+        key_length_tied,
+        scores_module,
+    )
     from never_slower import load_result, section
 
     free = scores_module(16, 80)
@@ -350,6 +360,18 @@ def test_a_tied_scores_module_is_tuned_on_its_diagonal_and_its_section_says_so()
     assert untied_workload.equal_loops == () and untied_workload.tied_shapes() is None
     assert tied_workload.equal_loops == ((1, 2),)
     assert tied_workload.tied_shapes() == [(t, t) for t in range(1, 129)]
+    context = context_module(16, 80)
+    assert key_length_tied(context) == context and key_length_tie(context) == ["arg0.1=arg0.2"]
+    assert key_length_tie(free) == [] and key_length_tie(dense_module(768, 3072)) == []
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "context.mlir"
+        path.write_text(context)
+        _, (free_context,), _ = load_workloads(path, ["1:128"], sys.stderr)
+        _, (tied_context,), _ = load_workloads(
+            path, ["1:128", *key_length_tie(context)], sys.stderr
+        )
+    assert free_context.tied_shapes() is None
+    assert tied_context.tied_shapes() == [(t, t) for t in range(1, 129)]
 
     root = Path(__file__).resolve().parent.parent
     result = load_result(root / "docs/results/never_slower_zen3-seed1/b60/dense_ffn2.json")
@@ -357,4 +379,4 @@ def test_a_tied_scores_module_is_tuned_on_its_diagonal_and_its_section_says_so()
     result.info["tied"] = True
     text = section({60: [result]}, "zen3-seed1")
     assert "--machine zen3-seed1 --seed 1 --tied`" in text
-    assert "(attention scores tuned on T' = T)" in text
+    assert "(attention tuned on T' = T)" in text

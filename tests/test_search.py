@@ -153,7 +153,7 @@ def test_loops_of_one_range_that_nothing_ties_get_a_note_and_tied_ones_do_not() 
     free = with_ranges(SCORES, {1: (1, 128), 2: (1, 128)})
     note = free_grid_note(free)
     assert note is not None and "loops d1 and d2 vary on their own" in note
-    assert "tensor.empty(%t, %t)" in note
+    assert "tensor.empty(%t, %t)" in note and "--dims argN.D=argM.E" in note
     tied = SCORES.replace(
         "%init: tensor<12x?x?xf32>) -> tensor<12x?x?xf32> {",
         (

@@ -160,10 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dims",
         action="append",
         default=[],
-        metavar="LO:HI | ARG.DIM=LO:HI",
+        metavar="LO:HI | ARG.DIM=LO:HI | ARG.DIM=ARG.DIM",
         help="as for dcmlir tune: range (inclusive) of every dynamic dim whose range the IR "
         "does not give (util.assume.int bounds and recorded dcmlir.dim_ranges win), or of one "
-        "argument dim (arg0.0=1:128); repeatable",
+        "argument dim (arg0.0=1:128), or two argument dims tied as one value (arg0.1=arg0.2); "
+        "repeatable",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON report instead")
     listing.set_defaults(run=cmd_workloads)

@@ -52,9 +52,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "--dims",
         action="append",
         default=[],
-        metavar="LO:HI | ARG.DIM=LO:HI",
-        help="range of every dynamic dim (LO:HI) or of one argument dim (arg0.0=1:128); "
-        "repeatable; ranges in the IR (util.assume.int) count too",
+        metavar="LO:HI | ARG.DIM=LO:HI | ARG.DIM=ARG.DIM",
+        help="range of every dynamic dim (LO:HI) or of one argument dim (arg0.0=1:128), or two "
+        "argument dims that are one value at run time (arg0.1=arg0.2: their diagonal is "
+        "tuned); repeatable; ranges in the IR (util.assume.int) count too",
     )
     tune.add_argument("--budget", type=int, default=400, help="timed (candidate, shape) pairs")
     tune.add_argument(

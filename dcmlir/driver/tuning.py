@@ -166,6 +166,7 @@ def tune(
         )
         reports = []
         for workload in found:
+            _note_free_grid(workload, stream)
             try:
                 result = predicted_search(workload, target_object, settings, stream)
             except ValueError as err:
@@ -265,9 +266,7 @@ def tune(
             ).run()
 
         for workload in found:
-            note = free_grid_note(workload)
-            if note is not None:
-                print(note, file=stream)
+            _note_free_grid(workload, stream)
             result = search_of(workload)
             failure = _nothing_ran(workload, result, records, target_object)
             if failure is not None:  # every kernel failed: the op stays with IREE's default
@@ -399,6 +398,13 @@ def _probe_defaults(
         report = measurers[key].measure([default], shapes)
         found[key] = {shape: report.median(default.key(), shape) for shape in shapes}
     return found
+
+
+def _note_free_grid(workload: Workload, stream: IO[str]) -> None:
+    """Say where two loops of one range are searched over their grid (:func:`free_grid_note`)."""
+    note = free_grid_note(workload)
+    if note is not None:
+        print(note, file=stream)
 
 
 def _nothing_ran(

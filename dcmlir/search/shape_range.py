@@ -73,6 +73,7 @@ def free_grid_note(workload: Workload) -> str | None:
     names = " and ".join(f"d{loop}" for loop in loops)
     return (
         f"dcmlir: note: {workload.kind} key={workload.key}: loops {names} vary on their own, "
-        "so the search covers their grid; if they are one length at run time, size them "
-        "with one value in the IR (e.g. tensor.empty(%t, %t)) and it tunes the diagonal"
+        "so the search covers their grid; if they are one length at run time, tie them "
+        "(--dims argN.D=argM.E, naming their argument dims) or size them with one value in "
+        "the IR (e.g. tensor.empty(%t, %t)) and it tunes the diagonal"
     )
