@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import dense_with_range
+from helpers import CONTEXT, dense_with_range
 
 from dcmlir import __version__
 from dcmlir.build.compiler import build
@@ -99,20 +99,6 @@ def test_workloads_json(capsys: pytest.CaptureFixture[str]) -> None:
     (workload,) = report["workloads"]
     assert workload["kind"] == "matmul" and workload["location"] == f"{EXAMPLE}:10:8"
     assert [loop["range"] for loop in workload["loops"]] == [[1, 128], None, None]
-
-
-CONTEXT = """\
-func.func @context(%p: tensor<12x?x?xf32>, %v: tensor<12x?x64xf32>) -> tensor<12x?x64xf32> {
-  %c1 = arith.constant 1 : index
-  %t = tensor.dim %p, %c1 : tensor<12x?x?xf32>
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty(%t) : tensor<12x?x64xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  %r = linalg.batch_matmul ins(%p, %v : tensor<12x?x?xf32>, tensor<12x?x64xf32>)
-      outs(%init : tensor<12x?x64xf32>) -> tensor<12x?x64xf32>
-  return %r : tensor<12x?x64xf32>
-}
-"""
 
 
 def test_dims_ties_two_argument_dims_the_ir_cannot(
