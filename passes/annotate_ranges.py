@@ -13,6 +13,10 @@ Where a range comes from, strongest first:
 3. ``range=LO:HI``: a default for every dynamic dim the above leave open.
 
 A dynamic loop with none of these is left without a range and gets a warning.
+
+``dims=argN.D=argM.E`` ties two argument dims as one run-time value: the loops of an op
+they size get one range (the overlap of theirs) and are recorded as one group,
+``dcmlir.equal_loops`` (:mod:`dcmlir.loop_ties`), which the tuner searches on its diagonal.
 """
 
 from __future__ import annotations
@@ -299,8 +303,8 @@ def _symbol(function: ir.Operation) -> str:
 @dataclass(frozen=True)
 class DimsOptionPass(AnnotateRangesPass):
     """The pass behind the ``--dims`` option of the ``dcmlir`` commands (repeatable: one
-    ``LO:HI`` for every dim, ``ARG.DIM=LO:HI`` per argument dim): its hints name that option,
-    not the pass's ``range=``."""
+    ``LO:HI`` for every dim, ``ARG.DIM=LO:HI`` per argument dim, ``ARG.DIM=ARG.DIM`` a tie):
+    its hints name that option, not the pass's ``range=``."""
 
     missing_hint: ClassVar[str | None] = "give --dims LO:HI (or ARG.DIM=LO:HI)"
 
