@@ -8,9 +8,7 @@ python docs/results/replay_variants_2026-12-07/U_sibling_after_the_proofs.py \\
     all 60,110,240 0,1,2 out.json
 """
 
-import json
 import sys
-from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,11 +39,4 @@ sg.ShapeGenericSearch._unproven = _unproven
 
 
 if __name__ == "__main__":
-    names = (replay_cells.ALL if sys.argv[1] == "all" else sys.argv[1]).split(",")
-    budgets = [int(value) for value in sys.argv[2].split(",")]
-    seeds = [int(value) for value in sys.argv[3].split(",")]
-    replay_cells.PROBLEMS.update(replay_cells.problems(names))
-    jobs = [(name, budget, seed) for name in names for budget in budgets for seed in seeds]
-    with Pool(2) as pool:
-        cells = dict(pool.map(replay_cells.one, jobs, chunksize=1))
-    Path(sys.argv[4]).write_text(json.dumps(cells, indent=0) + "\n")
+    replay_cells.run_cells(sys.argv[1:])  # the search patched above, in the forked workers too

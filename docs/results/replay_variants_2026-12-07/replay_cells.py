@@ -39,15 +39,22 @@ def one(job: tuple[str, int, int]) -> tuple[str, list[float]]:
     return f"{name}:{budget}:{seed}", [result["quality"], max(result["against_iree"].values())]
 
 
-if __name__ == "__main__":
-    names = (ALL if sys.argv[1] == "all" else sys.argv[1]).split(",")
-    budgets = [int(value) for value in sys.argv[2].split(",")]
-    seeds = [int(value) for value in sys.argv[3].split(",")]
+def run_cells(argv: list[str]) -> tuple[list[str], list[int], list[int], dict[str, list[float]]]:
+    """``WORKLOADS|all BUDGETS SEEDS OUT.json``: every cell, over two processes, written to
+    OUT.json; a variant that patches the search in its process runs it the same way."""
+    names = (ALL if argv[0] == "all" else argv[0]).split(",")
+    budgets = [int(value) for value in argv[1].split(",")]
+    seeds = [int(value) for value in argv[2].split(",")]
     PROBLEMS.update(problems(names))  # before the pool: the workers inherit them
     jobs = [(name, budget, seed) for name in names for budget in budgets for seed in seeds]
     with Pool(2) as pool:
         cells = dict(pool.map(one, jobs, chunksize=1))
-    Path(sys.argv[4]).write_text(json.dumps(cells, indent=0) + "\n")
+    Path(argv[3]).write_text(json.dumps(cells, indent=0) + "\n")
+    return names, budgets, seeds, cells
+
+
+if __name__ == "__main__":
+    names, budgets, seeds, cells = run_cells(sys.argv[1:])
     for name in names:
         line = [name.ljust(20)]
         for budget in budgets:
