@@ -1074,3 +1074,47 @@ def test_the_tile_bench_names_the_rows_this_cpus_registers_hold_before_building(
     error = capsys.readouterr().err
     assert "--m0 32: more rows than this CPU's" in error
     assert "(up to " in error
+
+
+def test_a_family_never_measured_is_proven_one_kernel_first() -> None:
+    """A selection made on the model alone for a family none of whose kernels was measured
+    asks for one kernel's proof (and data tiling beside it) before the others': on
+    `dense_ffn2` (Zen 4, budget 60) six codegen kernels, estimated 3x too fast, took 12 of
+    54 measurements to be ruled out, and the explicit kernels' proofs found no room."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+    from dcmlir.space import CpuCandidate
+
+    codegen = [CpuCandidate(16, 32, m, 16, 1) for m in (1, 2, 4)]
+    candidates = [*FAMILY, *codegen]
+    search = ShapeGenericSearch(
+        workload_of(constant_projection("nk")),
+        None,
+        None,
+        candidates,
+        shapes=ROWS,  # type: ignore[arg-type]
+    )
+    table = np.hstack([family_table({}), np.full((len(ROWS), 3), 5.0)]) * 1e-6
+    for column, t in ((0, 1), (2, 1), (2, 32), (4, 8), (4, 32)):
+        search.measured[(candidates[column].key(), (t,))] = table[t - 1, column]
+    kernels = [5, 6, 7]  # the codegen kernels, never measured, each chosen on a third
+    choice = {shape: min(row // 11, 2) for row, shape in enumerate(ROWS)}
+    wants = search._unproven(table, kernels, choice)
+    assert {c.key() for c, _ in wants} == {codegen[0].key(), "datatiled"}
+    proven_at = {s for c, s in wants if c == codegen[0]}
+    assert {s for c, s in wants if c.key() == "datatiled"} <= proven_at
+    shape = next(iter(proven_at))
+    search.measured[(codegen[0].key(), shape)] = 3 * table[shape[0] - 1, 5]
+    wants = search._unproven(table, kernels, choice)  # measured once: the rest now
+    assert {codegen[1].key(), codegen[2].key()} <= {c.key() for c, _ in wants}
+
+
+def test_one_kernel_per_unseen_family_keeps_a_measured_familys_pairs() -> None:
+    from dcmlir.search.unseen_families import one_kernel_per_unseen_family
+
+    pairs = [(FAMILY[3], (5,)), (FAMILY[4], (9,)), (FAMILY[2], (5,)), (FAMILY[2], (9,))]
+    builds = [0, 2]
+    # FAMILY: default, packed:m16 + data tiling (one family), m4 + m8 (the explicit one)
+    unseen = one_kernel_per_unseen_family(pairs, FAMILY, (), never=[1, 3, 4], builds=builds)
+    assert unseen == [(FAMILY[3], (5,)), (FAMILY[2], (5,))]
+    seen = one_kernel_per_unseen_family(pairs, FAMILY, (), never=[1, 3], builds=builds)
+    assert seen == pairs

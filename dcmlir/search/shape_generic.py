@@ -72,6 +72,7 @@ from dcmlir.search.selection import finite_geomean, measured_favoured, select_ke
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
+from dcmlir.search.unseen_families import one_kernel_per_unseen_family
 from dcmlir.search.verification import reduction_siblings, verification_wanted
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
@@ -158,15 +159,10 @@ class ShapeGenericSearch:
 
     # -- estimating --------------------------------------------------------------------------
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, prediction) tables [shape, candidate] in seconds.
-
-        A measured pair is its measurement. Elsewhere the prediction is
-        corrected twice, from the measurements' log ratios measured/predicted:
-        by shape (what every candidate near this shape showed: e.g. a memory
-        floor the model does not know) and then by candidate (what this
-        candidate showed near this shape beyond that, over the extents' logs:
-        :func:`.shape_effects.interpolate`).
-        """
+        """(estimate, prediction) tables [shape, candidate] in seconds: a measured pair is its
+        measurement; elsewhere the prediction corrected by the measurements' log ratios, by
+        shape (what every candidate near it showed: a memory floor the model does not know),
+        then by candidate (beyond that, over the extents' logs: :func:`.interpolate`)."""
         predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
         observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
         failed: dict[int, int] = {}
@@ -328,8 +324,12 @@ class ShapeGenericSearch:
         self, estimate: np.ndarray, kernels: list[int], choice: dict[Shape, int]
     ) -> list[tuple[Candidate, Shape]]:
         """What the floor lacks (:meth:`_floor_wants`), then what the chosen kernels lack
-        where they are chosen (:meth:`_wants`)."""
-        return self._floor_wants(estimate) or self._wants(self._regions(kernels, choice))
+        where they are chosen (:meth:`_wants`), one kernel first of a family never measured."""
+        if found := self._floor_wants(estimate):
+            return found
+        wanted = self._wants(self._regions(kernels, choice))
+        args = (self.settings.floor_only, self.book.never_measured(), self.iree_builds)
+        return one_kernel_per_unseen_family(wanted, self.candidates, *args)
 
     def _floor_wants(self, estimate: np.ndarray) -> list[tuple[Candidate, Shape]]:
         """With an argument weight (:class:`.FloorBuilds`): data tiling's measurements and
