@@ -1,14 +1,12 @@
 """Shape-generic search (DietCode; docs/design.md, section 7) under a measurement budget.
 
-1. Measure candidates once each, on their cherry-picked shape (where padding and
-   occupancy are best), a spread subset when they are more than a quarter of the
-   budget, and fit the cost model.
-2. Estimate the whole (shape x candidate) table: a measurement where there is
-   one, else the model's prediction corrected by how wrong the model was for
-   that candidate at its nearest measured shapes (with an argument weight, data
-   tiling's: the default's times their measured ratio, :mod:`.floor_builds`).
-3. Keep each shape's top-k candidates and cover all shapes with at most
-   ``max_kernels`` kernels (greedy set cover); give each shape its best kernel.
+1. Measure candidates once each, on their cherry-picked shape (a spread subset when
+   they are more than a quarter of the budget), and fit the cost model.
+2. Estimate the whole (shape x candidate) table: a measurement where there is one, else
+   the model's prediction corrected by how wrong it was for that candidate at its
+   nearest measured shapes (with an argument weight, data tiling's: the default's times
+   their measured ratio, :mod:`.floor_builds`).
+3. Cover all shapes' top-k with at most ``max_kernels`` kernels (greedy set cover).
 4. Verify the picks that beat a measurement at their shape on their estimate alone,
    then a few spread shapes of each chosen kernel and close contenders, refit, and
    select again; stop when the budget is spent or nothing is left worth measuring.
@@ -17,16 +15,13 @@
    default where it is estimated faster, then both where they trade places; with a
    constant weight data tiling is the floor by itself), then each chosen kernel: a
    measurement near every shape it is chosen for, in its remainder class
-   (:mod:`dcmlir.search.remainders`), and an IREE build beside it
-   (:mod:`dcmlir.search.baseline_evidence`); a kernel still unproven when the budget
-   is spent is ruled out there and the rest selected again.
+   (:mod:`.remainders`), and an IREE build beside it (:mod:`.baseline_evidence`), in
+   the order of :mod:`.proof_order`; a kernel still unproven when the budget is spent
+   is ruled out there and the rest selected again.
 
-A failed build or run is infinitely slow where it failed (everywhere, if it never
-ran); a kernel that computed wrong numbers once is infinitely slow everywhere.
-
-``budget`` counts timed (candidate, shape) pairs, including those the records
-already hold, so a resumed search makes the same decisions as an
-uninterrupted one and re-measures nothing.
+A failed build or run is infinitely slow where it failed (everywhere, if it never ran);
+a kernel that computed wrong numbers once is infinitely slow everywhere. ``budget``
+counts timed pairs, records included: a resumed search decides as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -66,13 +61,13 @@ from dcmlir.search.floor_builds import (
 from dcmlir.search.measured_pairs import MeasuredPairs, MeasurerLike, wrong_results
 from dcmlir.search.outcome import SearchResult
 from dcmlir.search.packed_rows import PackedRows
+from dcmlir.search.proof_order import beside_floor_by_gain, one_kernel_per_unseen_family
 from dcmlir.search.proven_selection import fallback_groups, proven_selection
 from dcmlir.search.remainders import RemainderClasses
 from dcmlir.search.selection import finite_geomean, measured_favoured, select_kernels
 from dcmlir.search.settings import SearchSettings
 from dcmlir.search.shape_effects import interpolate, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
-from dcmlir.search.unseen_families import one_kernel_per_unseen_family
 from dcmlir.search.verification import reduction_siblings, verification_wanted
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, packing_problem
@@ -327,7 +322,7 @@ class ShapeGenericSearch:
         where they are chosen (:meth:`_wants`), one kernel first of a family never measured."""
         if found := self._floor_wants(estimate):
             return found
-        wanted = self._wants(self._regions(kernels, choice))
+        wanted = self._wants(self._regions(kernels, choice), estimate)
         args = (self.settings.floor_only, self.book.never_measured(), self.iree_builds)
         return one_kernel_per_unseen_family(wanted, self.candidates, *args)
 
@@ -350,7 +345,9 @@ class ShapeGenericSearch:
         builds = (self.floor.default, self.floor.tiled)
         return [(self.candidates[c], self.shapes[row]) for row in rows for c in builds]
 
-    def _wants(self, regions: dict[int, list[int]]) -> list[tuple[Candidate, Shape]]:
+    def _wants(
+        self, regions: dict[int, list[int]], estimate: np.ndarray | None = None
+    ) -> list[tuple[Candidate, Shape]]:
         """The unmeasured pairs that would prove each kernel of ``regions`` on its rows: its
         own measurements covering them (:meth:`RemainderClasses.unproven`, at rows where
         the first of :meth:`_builds` was measured when that costs nothing), then that build
@@ -364,7 +361,7 @@ class ShapeGenericSearch:
         prefer = prefer if floor is None else set(range(len(self.shapes))) - prefer
         wanted = self.remainders.unproven(regions, rows, prefer)
         if floor is not None:
-            return self._beside_floor(regions, wanted, floor)
+            return self._beside_floor(regions, wanted, floor, estimate)
         if not wanted and builds:
             (build, joint), needing = builds[0], self._needing_pairs(regions)
             near = self.remainders.near
@@ -375,17 +372,20 @@ class ShapeGenericSearch:
         return self._unmeasured(wanted)
 
     def _beside_floor(
-        self, regions: dict[int, list[int]], wanted: list[tuple[int, int]], floor: int
+        self,
+        regions: dict[int, list[int]],
+        wanted: list[tuple[int, int]],
+        floor: int,
+        estimate: np.ndarray | None,
     ) -> list[tuple[Candidate, Shape]]:
         """With data tiling the floor, its pairs timed side by side only (its records of two
         calls are no evidence, :func:`.baseline_evidence.against_builds`): beside the
-        kernels' own measurements ``wanted`` where it lacks one, then both together where
-        no pair covers a row (:func:`.side_by_side_wants`), else at a row pairs farther
-        away lose; both again (:attr:`again`) where either has a record."""
+        kernels' own measurements ``wanted`` (:func:`.beside_floor_by_gain`), then both
+        together where no pair covers a row (:func:`.side_by_side_wants`), else at a row
+        pairs farther away lose; both again (:attr:`again`) where either has a record."""
         rows, book = self._measured_rows, self.book
         if wanted:
-            wanted += [(floor, row) for _, row in wanted if row not in rows(floor)]
-            return self._unmeasured(wanted)
+            return self._unmeasured(beside_floor_by_gain(wanted, floor, estimate))
         near, needing = self.remainders.near, self._needing_pairs(regions)
         args = (rows, floor, book.together_rows, book.again_logs)
         found = side_by_side_wants(self.remainders.masks, near, needing, *args, self.tile_steps)
