@@ -1076,23 +1076,25 @@ def test_the_tile_bench_names_the_rows_this_cpus_registers_hold_before_building(
     assert "(up to " in error
 
 
+def _constant_weight_search(candidates: list[Any]) -> Any:
+    """A search over ``candidates`` for the constant-weight projection at ``ROWS``, with no
+    measurer or model: its proofs are asked directly."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    workload = workload_of(constant_projection("nk"))
+    return ShapeGenericSearch(workload, None, None, candidates, shapes=ROWS)  # type: ignore[arg-type]
+
+
 def test_a_family_never_measured_is_proven_one_kernel_first() -> None:
     """A selection made on the model alone for a family none of whose kernels was measured
     asks for one kernel's proof (and data tiling beside it) before the others': on
     `dense_ffn2` (Zen 4, budget 60) six codegen kernels, estimated 3x too fast, took 12 of
     54 measurements to be ruled out, and the explicit kernels' proofs found no room."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
     from dcmlir.space import CpuCandidate
 
     codegen = [CpuCandidate(16, 32, m, 16, 1) for m in (1, 2, 4)]
     candidates = [*FAMILY, *codegen]
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")),
-        None,
-        None,
-        candidates,
-        shapes=ROWS,  # type: ignore[arg-type]
-    )
+    search = _constant_weight_search(candidates)
     table = np.hstack([family_table({}), np.full((len(ROWS), 3), 5.0)]) * 1e-6
     for column, t in ((0, 1), (2, 1), (2, 32), (4, 8), (4, 32)):
         search.measured[(candidates[column].key(), (t,))] = table[t - 1, column]
@@ -1128,15 +1130,8 @@ def test_proofs_beside_data_tiling_come_in_pairs_the_largest_gain_first() -> Non
     and data tiling beside two, the two where the kernels tied it (`dense_ffn2`, Zen 4,
     budget 60, seed 1)."""
     from dcmlir.search.proof_order import beside_floor_by_gain
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")),
-        None,
-        None,
-        FAMILY,
-        shapes=ROWS,  # type: ignore[arg-type]
-    )
+    search = _constant_weight_search(FAMILY)
     table = family_table({}) * 1e-6
     m4, m8, tiled = 3, 4, 2
     table[:, m8] = table[:, tiled] * 0.99  # m8 ties data tiling; m4 is 2x faster
