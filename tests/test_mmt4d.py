@@ -8,6 +8,7 @@ import io
 import itertools
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,21 @@ def time_together(search: Any, t: int, seconds: dict[str, float]) -> None:
     for key, value in seconds.items():
         search.records[(key, (t,))] = make(key, t, (value,), together=sorted(seconds))
         search.measured[(key, (t,))] = value
+
+
+def projection_search(
+    candidates: Sequence[Any] = FAMILY,
+    text: str | None = None,
+    settings: Any = None,
+    shapes: Sequence[tuple[int, ...]] = ROWS,
+) -> Any:
+    """A search over ``candidates`` for the projection ``text`` (the constant-weight one by
+    default) at ``shapes``, with no measurer or model: its evidence and proofs are asked
+    directly."""
+    from dcmlir.search.shape_generic import ShapeGenericSearch
+
+    workload = workload_of(text or constant_projection("nk"))
+    return ShapeGenericSearch(workload, None, None, list(candidates), settings, shapes=shapes)  # type: ignore[arg-type]
 
 
 def test_a_faster_family_that_loses_on_one_cell_is_contested_there() -> None:
@@ -424,10 +440,9 @@ def test_a_pair_beside_data_tiling_is_evidence_and_its_own_proof_depends_on_the_
     default where the weight is an argument (it was up to 2x slower than the default at
     small T there); with a constant weight it never was, and its own measurements prove
     it (the pair cost the README's 16-measurement workload its kernels)."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
     text = constant_projection("nk") if constant else _argument_weight(constant_projection("nk"))
-    search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    search = projection_search(text=text)
     assert search.tiling_is_floor == constant
     table = family_table({})
     m8, tiled = 4, 2
@@ -461,11 +476,8 @@ def test_with_a_constant_weight_a_kernel_needs_pairs_with_data_tiling_in_its_til
     per data-tiling tile than at the pair (one 4-row tile at T = 4 was 0.5x data tiling's
     time on an AVX2 Zen 3, two at T = 5..8 1.07-1.11x); and a tie with data tiling goes to
     data tiling (pairs said 1.01x and 0.99x at T = 13, 14; the plan ran 1.16x, 1.18x)."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
-    )  # type: ignore[arg-type]
+    search = projection_search()
     default, tiled, m4 = 0, 2, 3
     mine, theirs, base = FAMILY[m4].key(), FAMILY[tiled].key(), FAMILY[default].key()
     time_together(search, 4, {mine: 5e-6, theirs: 10e-6, base: 48e-6})  # one tile each: 0.5x
@@ -495,11 +507,7 @@ def test_with_a_constant_weight_only_pairs_timed_together_are_evidence_against_d
     side instead: both at once where neither has a record, else both again."""
     from test_database import make
 
-    from dcmlir.search.shape_generic import ShapeGenericSearch
-
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
-    )  # type: ignore[arg-type]
+    search = projection_search()
     tiled, m4 = 2, 3
     mine, theirs = FAMILY[m4].key(), FAMILY[tiled].key()
     time_together(search, 5, {theirs: 16e-6})  # a slow moment, alone
@@ -534,11 +542,8 @@ def test_a_kernel_timed_clearly_faster_than_data_tiling_keeps_the_row_without_a_
     no pair near enough and T = 3 went to a 2-row kernel, two tiles, 61 us. Within 1.5x the
     rule of pairs stands: data tiling's records of separate calls differed by 1.6x at one
     tile count on an AVX2 Zen 3 (the test above)."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
-    )  # type: ignore[arg-type]
+    search = projection_search()
     tiled, m4 = 2, 3
     time_together(search, 2, {FAMILY[tiled].key(): 10.5e-6})  # alone: no pair with m4
     time_together(search, 5, {FAMILY[tiled].key(): 10.0e-6})
@@ -559,12 +564,9 @@ def test_a_family_that_loses_rows_to_the_evidence_keeps_the_rest_beside_data_til
     4-7x faster than data tiling at small T, lost their large T to ties with it, the packed
     family took over with no pair beside data tiling, and the plan ran data tiling at
     every T. With one layout the explicit family cannot hold data tiling and loses."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
     settings = SearchSettings(weight_layouts=layouts)
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, FAMILY, settings, shapes=ROWS
-    )  # type: ignore[arg-type]
+    search = projection_search(settings=settings)
     packed, tiled, m8 = 1, 2, 4
     estimate = family_table({}) * 1e-6
     estimate[16:, m8] = estimate[16:, tiled] * 1.01  # a tie from T = 17: data tiling's rows
@@ -626,11 +628,7 @@ def test_a_pair_speaks_by_tile_counts_not_by_remainders() -> None:
     where the kernel runs fewer, it is faster for it."""
     from test_database import make
 
-    from dcmlir.search.shape_generic import ShapeGenericSearch
-
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, FAMILY, shapes=ROWS
-    )  # type: ignore[arg-type]
+    search = projection_search()
     m8, pair = 4, ("datatiled", "mmt4d:m8n32k1")
     for t, mine, theirs in ((8, 444.0, 739.0), (9, 694.0, 685.0), (10, 734.0, 731.0)):
         for key, us in zip(pair, (theirs, mine), strict=True):
@@ -660,8 +658,6 @@ def test_a_pair_is_carried_per_tile_to_the_rows_it_covers() -> None:
     to seven, 0.95x; T = 120: ten to eight, 0.93x; timed 0.95x and 0.96x)."""
     from test_database import make
 
-    from dcmlir.search.shape_generic import ShapeGenericSearch
-
     # a packed kernel tells data tiling's 16-row tile (the target's 16 f32 lanes)
     family = [
         DefaultCandidate(),
@@ -670,9 +666,7 @@ def test_a_pair_is_carried_per_tile_to_the_rows_it_covers() -> None:
         Mmt4dCandidate(12, 32),
     ]
     rows = [(t,) for t in range(1, 129)]
-    search = ShapeGenericSearch(
-        workload_of(constant_projection("nk")), None, None, family, shapes=rows
-    )  # type: ignore[arg-type]
+    search = projection_search(family, shapes=rows)
     m12, pair = 3, ("datatiled", "mmt4d:m12n32k1")
     for t, theirs, mine in ((33, 772.0, 583.0), (61, 1127.0, 1257.0)):
         for key, us in zip(pair, (theirs, mine), strict=True):
@@ -695,10 +689,9 @@ def test_the_pairs_of_one_tile_count_regime_are_one_comparison() -> None:
     from test_database import make
 
     from dcmlir.search.packed_rows import PackedRows
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
     text = constant_projection("nk")
-    search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    search = projection_search(text=text)
     m8, tiled = 4, 2
     pair = ("datatiled", "mmt4d:m8n32k1")
 
@@ -800,10 +793,7 @@ def test_pairs_timed_again_are_evidence_as_any_pair() -> None:
     never-slower rule as a first pair does; the first records stay as they were."""
     from test_database import make
 
-    from dcmlir.search.shape_generic import ShapeGenericSearch
-
-    text = constant_projection("nk")
-    search = ShapeGenericSearch(workload_of(text), None, None, FAMILY, shapes=ROWS)  # type: ignore[arg-type]
+    search = projection_search()
     m8, tiled = 4, 2
     for t in (1, 12, 16, 32):  # each timed alone: no pair
         for key, us in (("datatiled", 10.0 * -(-t // 16)), ("mmt4d:m8n32k1", 4.0 * -(-t // 8))):
@@ -829,15 +819,8 @@ def test_the_floor_is_proven_before_the_kernels() -> None:
     every such row, then the default beside them), then the chosen kernels' proofs: at
     budget 60 the kernels' proofs took the budget, and attention scores ran IREE's default
     at T = 61 where data tiling was 1.14x faster."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
 
-    search = ShapeGenericSearch(
-        workload_of(_argument_weight(constant_projection("nk"))),
-        None,
-        None,
-        FAMILY,
-        shapes=ROWS,  # type: ignore[arg-type]
-    )
+    search = projection_search(text=_argument_weight(constant_projection("nk")))
     table = family_table({}) * 1e-6  # data tiling faster than the default at every T
     m8, tiled = 4, 2
     for column, t in ((0, 1), (tiled, 32), (m8, 32)):
@@ -1076,15 +1059,6 @@ def test_the_tile_bench_names_the_rows_this_cpus_registers_hold_before_building(
     assert "(up to " in error
 
 
-def _constant_weight_search(candidates: list[Any]) -> Any:
-    """A search over ``candidates`` for the constant-weight projection at ``ROWS``, with no
-    measurer or model: its proofs are asked directly."""
-    from dcmlir.search.shape_generic import ShapeGenericSearch
-
-    workload = workload_of(constant_projection("nk"))
-    return ShapeGenericSearch(workload, None, None, candidates, shapes=ROWS)  # type: ignore[arg-type]
-
-
 def test_a_family_never_measured_is_proven_one_kernel_first() -> None:
     """A selection made on the model alone for a family none of whose kernels was measured
     asks for one kernel's proof (and data tiling beside it) before the others': on
@@ -1094,7 +1068,7 @@ def test_a_family_never_measured_is_proven_one_kernel_first() -> None:
 
     codegen = [CpuCandidate(16, 32, m, 16, 1) for m in (1, 2, 4)]
     candidates = [*FAMILY, *codegen]
-    search = _constant_weight_search(candidates)
+    search = projection_search(candidates)
     table = np.hstack([family_table({}), np.full((len(ROWS), 3), 5.0)]) * 1e-6
     for column, t in ((0, 1), (2, 1), (2, 32), (4, 8), (4, 32)):
         search.measured[(candidates[column].key(), (t,))] = table[t - 1, column]
@@ -1131,7 +1105,7 @@ def test_proofs_beside_data_tiling_come_in_pairs_the_largest_gain_first() -> Non
     budget 60, seed 1)."""
     from dcmlir.search.proof_order import beside_floor_by_gain
 
-    search = _constant_weight_search(FAMILY)
+    search = projection_search()
     table = family_table({}) * 1e-6
     m4, m8, tiled = 3, 4, 2
     table[:, m8] = table[:, tiled] * 0.99  # m8 ties data tiling; m4 is 2x faster
