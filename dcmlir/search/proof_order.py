@@ -46,8 +46,9 @@ def one_kernel_per_unseen_family(
     pairs at the shapes only the kernels left out had."""
     columns = {candidate.key(): column for column, candidate in enumerate(candidates)}
     families = kernel_families(candidates, floor_only)
-    kernels = [set(family) - set(builds) for family in families]
-    unseen = [members for members in kernels if members and members <= set(never)]
+    builds, never = set(builds), set(never)
+    kernels = [set(family) - builds for family in families]
+    unseen = [members for members in kernels if members and members <= never]
     first: dict[int, int] = {}  # unseen family (its index) -> the kernel proven first
     kept: list[tuple[Candidate, Shape]] = []
     dropped: set[Shape] = set()
