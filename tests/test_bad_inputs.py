@@ -377,6 +377,11 @@ def test_times_in_seconds_are_finite_and_positive(files, capsys, command, option
             "--db",
         ),
         (["tune", "{dense}", "--db", "{dense}"], "--db", "INPUT"),
+        (
+            ["tune", "{dense}", "--db", "{tmp}/rec.jsonl", "--search-log", "{tmp}/rec.jsonl"],
+            "--search-log",
+            "--db",
+        ),
         (["measure", "{dense}", "--shapes", "1", "--db", "{dense}"], "--db", "INPUT"),
         (["compile", "{dense}", "--plan", "{plan}", "-o", "{dense}"], "-o", "INPUT"),
         (

@@ -88,6 +88,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         f"up to {LISTED_SKIPPED}, else one summary line by op kind)",
     )
     tune.add_argument("--db", default="records.jsonl", metavar="records.jsonl")
+    tune.add_argument(
+        "--search-log",
+        default=None,
+        metavar="rounds.jsonl",
+        help="write each search's rounds to this JSON-lines file: the pairs each round "
+        "timed, why (first measurements, duel, floor, proofs, verification), their estimate "
+        "before and time after, and the final selection (docs/cli.md); a run resumed from "
+        "--db logs every round again without timing it again",
+    )
     tune.add_argument("-o", "--output", default="plan.json", metavar="plan.json")
     tune.add_argument("--route", default="config", choices=("config", "td"))
     tune.add_argument("--seed", type=seed, default=0)
@@ -169,6 +178,7 @@ def _checked(args: argparse.Namespace) -> None:
             "--db": args.db,
             "-o": args.output,
             "the workload graph beside -o": graph_path_for(args.output),
+            "--search-log": args.search_log,
         }
     )
 
@@ -216,6 +226,7 @@ def run_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             predict=predict,
             placement=not args.no_placement,
             guard=not args.no_guard,
+            search_log=args.search_log,
         )
     except CudaToolMissing as error:
         raise CliError(str(error)) from None

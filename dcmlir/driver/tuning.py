@@ -49,6 +49,7 @@ from dcmlir.search.model_graph import (
     probe_shapes,
     run_shapes,
 )
+from dcmlir.search.round_log import RoundLog
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.search.shape_range import free_grid_note
 from dcmlir.shapes import Shape
@@ -101,6 +102,7 @@ def tune(
     predict: bool | None = None,
     placement: bool = True,
     guard: bool = True,
+    search_log: str | Path | None = None,
 ) -> TuneReport:
     """Tune every dynamic workload of ``input`` (a kernel or a whole model), write the plan.
 
@@ -130,6 +132,10 @@ def tune(
     instead of timing; None: do so where no GPU is here and ptxas is installed. The plan
     then says ``"predicted": true``.
 
+    ``search_log``: a JSON-lines file, written anew, of each search's rounds: what each
+    round timed, why, and its estimates before (:mod:`dcmlir.search.round_log`); a run
+    resumed from ``db`` logs every round again, timed now or not.
+
     ``builder``, ``runner``, ``database``, ``cost_model`` and ``search``: the roles
     (:class:`~dcmlir.driver.roles.Roles`); each one not given is the one in scope,
     else the one built from the settings above.
@@ -137,6 +143,7 @@ def tune(
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
     check_writable(output, "-o", example="plan.json")  # before the tuning, not after it
+    check_writable(search_log, "--search-log", example="rounds.jsonl")
     target_object = target if not isinstance(target, str) else target_from_name(target, arch)
     target_object = target_with_threads(target_object, device, threads)
     model = load_model(input, dims, stream, level=level, target=target_object)
@@ -219,6 +226,8 @@ def tune(
     reports: list[WorkloadReport] = []
     failed: list[str] = []  # workloads no kernel could run, with why
     with ExitStack() as stack:
+        log_path = None if search_log is None else Path(search_log)
+        round_log = RoundLog(None if log_path is None else stack.enter_context(log_path.open("w")))
         measurers = {
             w.key: stack.enter_context(
                 roles.measurer(
@@ -263,6 +272,7 @@ def tune(
                 stream=stream,
                 shapes=workload.tied_shapes(),
                 known=[(DefaultCandidate(), shape) for shape in probes.get(workload.key, {})],
+                log=round_log,
             ).run()
 
         for workload in found:

@@ -15,8 +15,9 @@ the median of all ratios where few measurements back them.
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +29,30 @@ one measurement of a candidate counts a quarter toward its bias, three half. Cho
 the oracle replay (benchmarks/quality.py, 6 workloads x 3 seeds, budgets 110 and 240):
 1 and 3 around a mean level, and 3 around the median, were within the seeds' spread of
 each other at 240; the last was best at 110 (0.915-0.938 against 0.905-0.929)."""
+
+
+def log_ratios(
+    measured: Mapping[tuple[str, Shape], float],
+    columns: Mapping[str, int],
+    shape_index: Mapping[Shape, int],
+    predicted: np.ndarray,
+) -> tuple[list[tuple[int, int, float]], set[int]]:
+    """(row, column, log measured / predicted) of each finite measurement of the table's
+    pairs, and the columns whose every measurement failed (a build or run failure)."""
+    observed: list[tuple[int, int, float]] = []
+    runs: dict[int, int] = {}
+    failed: dict[int, int] = {}
+    for (key, shape), seconds in measured.items():
+        if key not in columns or shape not in shape_index:
+            continue
+        row, column = shape_index[shape], columns[key]
+        runs[column] = runs.get(column, 0) + 1
+        if not math.isfinite(seconds):
+            failed[column] = failed.get(column, 0) + 1
+            continue
+        if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
+            observed.append((row, column, math.log(seconds / predicted[row, column])))
+    return observed, {column for column, count in failed.items() if count == runs[column]}
 
 
 def shape_effects(observed: list[tuple[int, int, float]]) -> list[tuple[int, float]]:

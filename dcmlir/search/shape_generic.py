@@ -19,9 +19,9 @@
    the order of :mod:`.proof_order`; a kernel still unproven when the budget is spent
    is ruled out there and the rest selected again.
 
-A failed build or run is infinitely slow where it failed (everywhere, if it never ran);
-a kernel that computed wrong numbers once is infinitely slow everywhere. ``budget``
-counts timed pairs, records included: a resumed search decides as an uninterrupted one.
+A failed build or run is infinitely slow where it failed (everywhere if it never ran or ever
+gave wrong numbers). ``budget`` counts timed pairs, records included: resumed, it decides
+(and logs, :mod:`.round_log`) as an uninterrupted search does.
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ from dcmlir.search.packed_rows import PackedRows
 from dcmlir.search.proof_order import beside_floor_by_gain, one_kernel_per_unseen_family
 from dcmlir.search.proven_selection import fallback_groups, proven_selection
 from dcmlir.search.remainders import RemainderClasses
+from dcmlir.search.round_log import RoundLog
 from dcmlir.search.selection import finite_geomean, measured_favoured, select_kernels
 from dcmlir.search.settings import SearchSettings
-from dcmlir.search.shape_effects import interpolate, shape_effects
+from dcmlir.search.shape_effects import interpolate, log_ratios, shape_effects
 from dcmlir.search.shape_range import shapes_in_range
 from dcmlir.search.verification import reduction_siblings, verification_wanted
 from dcmlir.shapes import Shape
@@ -95,11 +96,14 @@ class ShapeGenericSearch:
         stream: IO[str] | None = None,
         shapes: Sequence[Shape] | None = None,
         known: Sequence[tuple[Candidate, Shape]] = (),
+        log: RoundLog | None = None,
     ) -> None:
         """``shapes``: the shapes to tune for, when not every combination of the dynamic
         dims' ranges can occur (attention's T x T in a model: only the diagonal);
         ``known``: pairs timed before the search and paid for there (IREE's default probed
-        for a model's budget split), evidence from the start, not counted in the budget."""
+        for a model's budget split), evidence from the start, not counted in the budget;
+        ``log``: where each round's pairs, why and estimates go (:mod:`.round_log`)."""
+        self.log = log if log is not None else RoundLog(None)
         self.workload = workload
         self.model = model
         self.candidates = list(candidates)
@@ -147,10 +151,14 @@ class ShapeGenericSearch:
         pairs: Sequence[tuple[Candidate, Shape]],
         calls: int | None = None,
         again: Collection[Shape] = (),
+        why: str = "first",
+        estimate: np.ndarray | None = None,
+        kernels: Sequence[int] = (),
     ) -> None:
-        """Time ``pairs`` (:meth:`MeasuredPairs.measure`) and refit."""
+        """Time ``pairs`` (:meth:`MeasuredPairs.measure`), refit, and log the round."""
         if self.book.measure(pairs, calls, again):
             self.model.update([r for r in self.records.values() if r.ok])
+        self.log.round(self, why, pairs, estimate, kernels)
 
     # -- estimating --------------------------------------------------------------------------
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
@@ -159,19 +167,7 @@ class ShapeGenericSearch:
         shape (what every candidate near it showed: a memory floor the model does not know),
         then by candidate (beyond that, over the extents' logs: :func:`.interpolate`)."""
         predicted = np.asarray(self.model.predict(self.candidates, self.shapes), dtype=float)
-        observed: list[tuple[int, int, float]] = []  # (row, column, log ratio)
-        failed: dict[int, int] = {}
-        runs: dict[int, int] = {}
-        for (key, shape), seconds in self.measured.items():
-            if key not in self.columns or shape not in self.shape_index:
-                continue
-            row, column = self.shape_index[shape], self.columns[key]
-            runs[column] = runs.get(column, 0) + 1
-            if not math.isfinite(seconds):
-                failed[column] = failed.get(column, 0) + 1
-                continue
-            if predicted[row, column] > 0 and math.isfinite(predicted[row, column]):
-                observed.append((row, column, math.log(seconds / predicted[row, column])))
+        observed, never_ran = log_ratios(self.measured, self.columns, self.shape_index, predicted)
         by_shape = interpolate(self.shapes, shape_effects(observed))
         residual: dict[int, list[tuple[int, float]]] = {}
         for row, column, value in observed:
@@ -183,9 +179,7 @@ class ShapeGenericSearch:
             estimate[:, column] *= self.remainders.correction(
                 column, points, penalties, by_candidate
             )
-        for column, count in failed.items():
-            if count == runs[column]:
-                estimate[:, column] = math.inf  # never ran: a build or run failure
+        estimate[:, sorted(never_ran)] = math.inf  # a build or run failure
         self.rows.estimate(estimate, self.shapes, self.keys, self.measured, self.book.pairs())
         for (key, shape), seconds in self.measured.items():
             if key not in self.columns or shape not in self.shape_index:
@@ -417,11 +411,12 @@ class ShapeGenericSearch:
             f"budget {settings.budget} measurements",
             file=self.stream,
         )
+        self.log.started(self.workload.key, settings.budget, len(self.keys), len(self.shapes))
         if self.known:  # from the records: no timing, and the default's pairs from the start
-            self._measure(self.known)
+            self._measure(self.known, why="records")
             self.free = len(self.book)
         if self.floor is not None:  # its ends call by call first (design.md section 7, 6)
-            self._measure(self._floor_pairs(self.floor.ends()), settings.duel_calls)
+            self._measure(self._floor_pairs(self.floor.ends()), settings.duel_calls, why="floor")
         self._measure(first)
         rounds = 0
         history: list[dict[str, float]] = []
@@ -446,21 +441,23 @@ class ShapeGenericSearch:
             seconds, tile, again = self._seconds, self.rows.tile, self.book.again_logs
             duel = self.duel.pairs(estimate, self.shapes, settings, seconds, tile, remaining, again)
             floor = self._floor_wants(estimate)  # side by side, call by call, as a duel
+            proofs = [] if duel or floor else self._unproven(estimate, kernels, choice)
             pairs = (
                 duel
                 or floor
-                or self._unproven(estimate, kernels, choice)
+                or proofs
                 or self.verification_pairs(
                     estimate, predicted, kernels, choice, min(limit, remaining), spread > 0
                 )
             )
             if not pairs:
                 break
+            why = "duel" if duel else "floor" if floor else "proofs" if proofs else "verification"
             calls = settings.duel_calls if duel or floor else None
             again = self.duel.again if duel else (self.again if not floor else set())
             args = (estimate, self.columns, self.shape_index, set(self.book.never_measured()))
             firsts = self.chase.firsts(pairs[:remaining], *args)
-            self._measure(pairs[:remaining], calls, again)
+            self._measure(pairs[:remaining], calls, again, why, estimate, kernels)
             self.chase.count(firsts, self.measured)
             rounds += 1
         estimate, predicted = self.estimate()
@@ -471,7 +468,9 @@ class ShapeGenericSearch:
         left = settings.budget - self.used if settings.exact_budget else 0  # for exact builds
         args = (self.book, lambda s: chosen[choice[s]], chosen, settings.duel_calls, left)
         exact = exact_builds(self.workload, self.shapes, *args)
+        self.log.round(self, "exact")  # the pairs exact_builds timed, if any
         progress.set(progress.total)
+        self.log.selected(self.used, [c.key() for c in chosen], choice)
         return SearchResult(
             workload=self.workload,
             shapes=self.shapes,
