@@ -327,12 +327,16 @@ def test_a_predicted_plan_for_bert_f16_dense_compiles_for_sm_90_with_tensor_core
     plan_path, out = tmp_path / "plan.json", tmp_path / "out.vmfb"
     source = str(EXAMPLES / "bert_dense_f16.mlir")
     argv = ["tune", source, "--dims", "1:512", "--target", "cuda", "--arch", "sm_90", "--predict"]
+    log = tmp_path / "rounds.jsonl"  # nothing is timed: no rounds, said so
+    argv += ["--search-log", str(log)]
     assert main([*argv, "-o", str(plan_path), "--db", str(tmp_path / "r.jsonl")]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines and all(line.startswith("[predicted: true] ") for line in lines)
     assert "0 measurements: the offline model over" in lines[0]
     assert all(line.startswith("[predicted: true] ") for line in captured.err.splitlines())
+    assert "a predicted plan has no rounds (nothing is timed); no log written" in captured.err
+    assert not log.exists()
     assert json.loads(plan_path.read_text())["predicted"] is True
     plan = Plan.load(plan_path)
     assert plan.predicted and len(plan.workloads) == 3

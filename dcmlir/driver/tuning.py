@@ -25,7 +25,7 @@ from typing import IO, Any
 from dcmlir.build.inspect import with_cached_figures
 from dcmlir.dispatch import Plan
 from dcmlir.driver.loading import GLOBAL_OPT, LoadedModel, TuneError, check_writable, load_model
-from dcmlir.driver.offline import offline_wanted, predicted_search
+from dcmlir.driver.offline import PREDICTED_MARK, offline_wanted, predicted_search
 from dcmlir.driver.outcome import TuneReport, WorkloadReport
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.driver.retuning import retuned_in_one_layout, retuned_without_rejected
@@ -168,6 +168,12 @@ def tune(
     if offline_wanted(target_object, predict):
         if not isinstance(target_object, CudaTarget):
             raise TuneError(f"a predicted plan is for CUDA targets, not {target_object.backend}")
+        if search_log is not None:
+            print(
+                f"{PREDICTED_MARK} dcmlir: note: --search-log {search_log}: a predicted plan "
+                "has no rounds (nothing is timed); no log written",
+                file=stream,
+            )
         settings = search or SearchSettings(
             max_kernels=max_kernels, seed=seed, weight_layouts=weight_layouts
         )
