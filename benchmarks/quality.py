@@ -26,6 +26,7 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
     python benchmarks/quality.py [--records docs/results/oracle_epyc_passes.jsonl.gz,...]
         [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2] [--jobs 2]
     python benchmarks/quality.py --explain heldout_scores_h80:240:0   # one search, per T
+    python benchmarks/quality.py --explain unseen_scores_h128:110:0 --search-log rounds.jsonl
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
 BERT-base workloads, the three held out, the three unseen and the three fresh of
@@ -62,6 +63,7 @@ from dcmlir.cost_model import CostModel
 from dcmlir.driver.loading import load_model
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.records import RecordDatabase
+from dcmlir.search.round_log import RoundLog
 from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, workload_space
@@ -154,8 +156,11 @@ def exact_builds(budget: int) -> int:
     return SearchSettings(budget=budget).exact_budget
 
 
-def search(problem: Problem, budget: int, seed: int) -> tuple[SearchResult, int]:
-    """(the real search's result on replayed measurements with fresh records, pairs measured)."""
+def search(
+    problem: Problem, budget: int, seed: int, log: RoundLog | None = None
+) -> tuple[SearchResult, int]:
+    """(the real search's result on replayed measurements with fresh records, pairs measured);
+    ``log``: where its rounds go (``--explain`` with ``--search-log``)."""
     with tempfile.TemporaryDirectory() as scratch:
         db = RecordDatabase(Path(scratch) / "records.jsonl", fsync=False)
         measurer = ReplayMeasurer(problem.workload, problem.table, db)
@@ -170,6 +175,7 @@ def search(problem: Problem, budget: int, seed: int) -> tuple[SearchResult, int]
             SearchSettings(budget=budget - exact_builds(budget), seed=seed, exact_share=0),
             stream=io.StringIO(),
             shapes=problem.shapes,
+            log=log,
         ).run()
     return result, measurer.measured + exact_builds(budget)
 
@@ -272,12 +278,12 @@ def _column(problem: Problem, key: str) -> int:
     return [c.key() for c in problem.candidates].index(key)
 
 
-def explain(problem: Problem, budget: int, seed: int) -> None:
+def explain(problem: Problem, budget: int, seed: int, log: RoundLog | None = None) -> None:
     """Per T: the dispatched kernel against the oracle's best, and what the search believed
     of each (its estimate, the raw model's prediction, whether it measured the pair); then
     how many candidates it measured at that T and the fastest of them, and where it
     measured the kernel it ran (a pick measured only far away rests on an estimate)."""
-    result, measured = search(problem, budget, seed)
+    result, measured = search(problem, budget, seed, log)
     dispatch = dispatched(problem, result)
     keys = [c.key() for c in problem.candidates]
     here: dict[Shape, list[str]] = {}
@@ -748,6 +754,12 @@ def main() -> int:
         help="only print one search's picks per T beside the oracle's best, and why",
     )
     parser.add_argument(
+        "--search-log",
+        metavar="FILE",
+        help="with --explain: write that search's rounds there, as dcmlir tune --search-log "
+        "does (docs/cli.md)",
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="redo the plot and docs from --out's JSON"
     )
     parser.add_argument(
@@ -768,6 +780,8 @@ def main() -> int:
     if missing is not None:
         parser.error(f"--records: {missing}: no such file")
     out = Path(args.out)
+    if args.search_log and not args.explain:
+        parser.error("--search-log logs the one search of --explain")
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
     out.parent.mkdir(parents=True, exist_ok=True)  # before minutes of replay, not after
@@ -789,7 +803,11 @@ def main() -> int:
         print(f"quality: error: {args.records}: {err}", file=sys.stderr)
         return 1
     if explained is not None:
-        explain(problems[explained[0]], explained[1], explained[2])
+        if args.search_log is None:
+            explain(problems[explained[0]], *explained[1:])
+            return 0
+        with open(args.search_log, "w", encoding="utf-8") as stream:
+            explain(problems[explained[0]], *explained[1:], RoundLog(stream))
         return 0
     results = run_workloads(problems, names, budgets, seeds, args.jobs)
     some = problems[names[0]]

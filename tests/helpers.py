@@ -6,10 +6,18 @@ path (rootdir-relative imports), as it did for ``conftest``.
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
+from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
+from dcmlir.records import RecordDatabase
+from dcmlir.search.round_log import RoundLog
+from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
+from dcmlir.space import space_for
+from dcmlir.target import CpuTarget
+from dcmlir.testing import FakeMeasurer
 from dcmlir.workload import Workload, workloads, write_ranges
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -84,3 +92,31 @@ def with_ranges(text: str, ranges: dict[int, tuple[int, int]]) -> Workload:
         ((_, found),) = list(workloads(module.operation))
     assert isinstance(found, Workload)
     return found
+
+
+def fake_dense_search(
+    db: Path,
+    budget: int,
+    *,
+    hi: int = 32,
+    verify_batch: int = 16,
+    machine: type[FakeMeasurer] = FakeMeasurer,
+    model: type[TrivialCostModel] = TrivialCostModel,
+    seed: int = 0,
+    log: RoundLog | None = None,
+) -> tuple[FakeMeasurer, ShapeGenericSearch]:
+    """A search of :data:`DENSE` (M in 1..``hi``) over the CPU space, on a fake ``machine``
+    with records in ``db`` and a ``model`` of ``seed``: the tests' synthetic search."""
+    workload = dense_with_range(1, hi)
+    target = CpuTarget()
+    measurer = machine(workload, RecordDatabase(db, fsync=False))
+    search = ShapeGenericSearch(
+        workload,
+        measurer,  # type: ignore[arg-type]
+        model(workload, target, seed=seed),
+        space_for(target),
+        SearchSettings(budget=budget, max_kernels=4, verify_batch=verify_batch),
+        stream=io.StringIO(),
+        log=log,
+    )
+    return measurer, search

@@ -3,18 +3,14 @@ their estimates stops asking for more of them (:mod:`dcmlir.search.chase`)."""
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
 import numpy as np
-from helpers import dense_with_range
+from helpers import fake_dense_search
 
 from dcmlir.cost_model import TrivialCostModel
-from dcmlir.records import RecordDatabase
 from dcmlir.search.chase import ChaseLimit, FirstMeasurement
-from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
-from dcmlir.space import space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer
 from dcmlir.testing.fakes import quirk
@@ -77,16 +73,8 @@ def first_measured_at(measurer: FakeMeasurer, shape: tuple[int, ...]) -> int:
 
 
 def run(tmp_path: Path, name: str, limit: int | None) -> FakeMeasurer:
-    workload = dense_with_range(1, 32)
-    measurer = FakeMeasurer(workload, RecordDatabase(tmp_path / name, fsync=False))
-    search = ShapeGenericSearch(
-        workload,
-        measurer,  # type: ignore[arg-type]
-        CursedModel(workload, TARGET, seed=7),
-        space_for(TARGET),
-        SearchSettings(budget=BUDGET, max_kernels=4, verify_batch=8),
-        stream=io.StringIO(),
-    )
+    db = tmp_path / name
+    measurer, search = fake_dense_search(db, BUDGET, verify_batch=8, model=CursedModel, seed=7)
     if limit is not None:
         search.chase.limit = limit
     search.run()

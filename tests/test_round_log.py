@@ -10,14 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DENSE, dense_with_range
+from helpers import DENSE, fake_dense_search
 
 import dcmlir
-from dcmlir.cost_model import TrivialCostModel
-from dcmlir.records import RecordDatabase
 from dcmlir.search.round_log import ROUND_REASONS, RoundLog
-from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
-from dcmlir.space import space_for
+from dcmlir.search.shape_generic import SearchResult
 from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer, FakeRunner, small_cost_model
 
@@ -25,18 +22,9 @@ TARGET = CpuTarget()
 
 
 def logged_search(db: Path, budget: int = 120) -> tuple[SearchResult, list[dict], FakeMeasurer]:
-    workload = dense_with_range(1, 32)
-    measurer = FakeMeasurer(workload, RecordDatabase(db, fsync=False))
     stream = io.StringIO()
-    result = ShapeGenericSearch(
-        workload,
-        measurer,  # type: ignore[arg-type]
-        TrivialCostModel(workload, TARGET, seed=0),
-        space_for(TARGET),
-        SearchSettings(budget=budget, max_kernels=4, verify_batch=16),
-        stream=io.StringIO(),
-        log=RoundLog(stream),
-    ).run()
+    measurer, search = fake_dense_search(db, budget, log=RoundLog(stream))
+    result = search.run()
     return result, [json.loads(line) for line in stream.getvalue().splitlines()], measurer
 
 

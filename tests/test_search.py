@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CONTEXT, DENSE, SCORES, dense_with_range, with_ranges
+from helpers import CONTEXT, DENSE, SCORES, dense_with_range, fake_dense_search, with_ranges
 
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.ir.mlir import ir, parse_module
@@ -61,15 +61,8 @@ def run_search(
     machine: type[FakeMeasurer] = FakeMeasurer,
     model: type[TrivialCostModel] = TrivialCostModel,
 ) -> tuple[FakeMeasurer, object]:
-    workload = dense_with_range(1, hi)
-    measurer = machine(workload, RecordDatabase(tmp_path / name, fsync=False))
-    search = ShapeGenericSearch(
-        workload,
-        measurer,  # type: ignore[arg-type]
-        model(workload, TARGET, seed=0),
-        space_for(TARGET),
-        SearchSettings(budget=budget, max_kernels=4, verify_batch=16),
-        stream=io.StringIO(),
+    measurer, search = fake_dense_search(
+        tmp_path / name, budget, hi=hi, machine=machine, model=model
     )
     return measurer, search.run()
 
