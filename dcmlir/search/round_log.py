@@ -101,6 +101,8 @@ class RoundLog:
         columns selected then. Without ``pairs``, nothing timed is no round."""
         if why not in ROUND_REASONS:
             raise ValueError(f"round log: unknown reason {why!r}")
+        if self.stream is None:  # no log asked for: the search pays nothing for it
+            return
         book, (firsts, again) = search.book, self._seen
         self._seen = (len(book.seconds), len(book.again))
         used = search.used - (len(book) - firsts - again)  # before this round
