@@ -15,10 +15,7 @@ from helpers import DENSE, fake_dense_search
 import dcmlir
 from dcmlir.search.round_log import ROUND_REASONS, RoundLog
 from dcmlir.search.shape_generic import SearchResult
-from dcmlir.target import CpuTarget
 from dcmlir.testing import FakeMeasurer, FakeRunner, small_cost_model
-
-TARGET = CpuTarget()
 
 
 def logged_search(db: Path, budget: int = 120) -> tuple[SearchResult, list[dict], FakeMeasurer]:
