@@ -298,6 +298,12 @@ class Record:
         return self.error is None and self.kind == "measure"
 
     @property
+    def seconds(self) -> float:
+        """What a search reads of it: the median of a successful timing, else inf (a
+        failure, or a record of a build)."""
+        return self.median if self.ok else math.inf
+
+    @property
     def all_shapes(self) -> bool:
         """A shape-independent record (a dynamic-shape build): it holds for every shape."""
         return not self.dims and not self.space

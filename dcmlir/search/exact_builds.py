@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from dcmlir.records import Record
 from dcmlir.search.floor_builds import SAME
 from dcmlir.search.measured_pairs import MeasuredPairs
 from dcmlir.search.selection import weight_layouts
@@ -111,13 +110,9 @@ def time_side_by_side(book: MeasuredPairs, calls: int) -> TimePair:
     def time_pair(build: Candidate, pick: Candidate, shape: Shape) -> tuple[float, float]:
         book.measure([(build, shape), (pick, shape)], calls, again={shape})
         mine, theirs = book.again[-2:]
-        return _seconds(mine), _seconds(theirs)
+        return mine.seconds, theirs.seconds
 
     return time_pair
-
-
-def _seconds(record: Record) -> float:
-    return record.median if record.ok else math.inf
 
 
 def exact_builds(

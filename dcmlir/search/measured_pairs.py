@@ -86,7 +86,7 @@ class MeasuredPairs:
             if record is None:
                 continue
             self.records[pair] = record
-            self.seconds[pair] = record.median if record.ok else math.inf
+            self.seconds[pair] = record.seconds
         return True
 
     def pairs(self) -> Pairs:

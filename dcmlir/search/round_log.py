@@ -27,7 +27,6 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
-from dcmlir.records import Record
 from dcmlir.search.measured_pairs import MeasuredPairs
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
@@ -48,10 +47,6 @@ class LoggedSearch(Protocol):
 
     @property
     def used(self) -> int: ...
-
-
-def _median(record: Record) -> float:
-    return record.median if record.ok and record.median is not None else math.inf
 
 
 def _us(seconds: float | None) -> float | None:
@@ -114,7 +109,7 @@ class RoundLog:
         else:
             asked = [(c.key(), s) for c, s in pairs]
         self._rounds += 1
-        retimed = {(r.candidate_key, r.shape): _median(r) for r in book.again[again:]}
+        retimed = {(r.candidate_key, r.shape): r.seconds for r in book.again[again:]}
         new = set(list(book.seconds)[firsts:]) | set(retimed)  # timed by this round
         seconds = dict(book.seconds) | retimed  # first records; a pair timed again: that time
         timed = []

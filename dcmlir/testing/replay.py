@@ -12,7 +12,6 @@ failed there is.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -108,7 +107,7 @@ class ReplayTable:
                 f"workload {self.workload}: ({key}, {shape}) is not in the replayed records"
                 " (a replay answers recorded pairs only)"
             )
-        return record.median if record.ok else math.inf
+        return record.seconds
 
     def best(self, shape: Shape) -> tuple[str, float]:
         """(key, seconds) of the fastest recorded candidate at ``shape``."""
