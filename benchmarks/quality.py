@@ -27,6 +27,12 @@ kernel the strategy dispatches there). Strategies, each at budgets B (timed
         [--workloads dense_out,...] [--budgets 30,60,110,240,480] [--seeds 0,1,2] [--jobs 2]
     python benchmarks/quality.py --explain heldout_scores_h80:240:0   # one search, per T
     python benchmarks/quality.py --explain unseen_scores_h128:110:0 --search-log rounds.jsonl
+    python benchmarks/quality.py --noise passes --no-docs --out noisy.json ...   # one pass each
+
+``--noise passes``: dcmlir's search is answered from one pass of a merged oracle per
+measurer call and shape (:class:`~dcmlir.testing.replay.PassNoiseMeasurer`), as a live
+tune's rounds are timed minutes apart; the quality is still scored on the median of the
+passes. Not for the docs section (``--no-docs`` or ``--explain``).
 
 The records default to the oracle ``benchmarks/oracle.py`` measured on the EPYC (the six
 BERT-base workloads, the three held out, the three unseen and the three fresh of
@@ -68,7 +74,7 @@ from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGener
 from dcmlir.shapes import Shape
 from dcmlir.space import Candidate, workload_space
 from dcmlir.target import Target, target_from_json
-from dcmlir.testing.replay import ReplayError, ReplayMeasurer, ReplayTable
+from dcmlir.testing.replay import PassNoiseMeasurer, ReplayError, ReplayMeasurer, ReplayTable
 from dcmlir.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,13 +163,18 @@ def exact_builds(budget: int) -> int:
 
 
 def search(
-    problem: Problem, budget: int, seed: int, log: RoundLog | None = None
+    problem: Problem, budget: int, seed: int, log: RoundLog | None = None, noise: bool = False
 ) -> tuple[SearchResult, int]:
     """(the real search's result on replayed measurements with fresh records, pairs measured);
-    ``log``: where its rounds go (``--explain`` with ``--search-log``)."""
+    ``log``: where its rounds go (``--explain`` with ``--search-log``); ``noise``: each
+    measurement one pass of the oracle, drawn with ``seed`` (:class:`PassNoiseMeasurer`)."""
     with tempfile.TemporaryDirectory() as scratch:
         db = RecordDatabase(Path(scratch) / "records.jsonl", fsync=False)
-        measurer = ReplayMeasurer(problem.workload, problem.table, db)
+        measurer = (
+            PassNoiseMeasurer(problem.workload, problem.table, seed, db=db)
+            if noise
+            else ReplayMeasurer(problem.workload, problem.table, db)
+        )
         model = CostModel(problem.workload, problem.target, 1, seed, route="config")
         result = ShapeGenericSearch(
             problem.workload,
@@ -190,10 +201,10 @@ def dispatched(problem: Problem, result: SearchResult) -> dict[Shape, str]:
     return found
 
 
-def run_dcmlir(problem: Problem, budget: int, seed: int) -> dict:
-    """The search's dispatch and its quality."""
+def run_dcmlir(problem: Problem, budget: int, seed: int, noise: bool = False) -> dict:
+    """The search's dispatch and its quality (``noise``: :func:`search`'s)."""
     start = time.perf_counter()
-    result, measured = search(problem, budget, seed)
+    result, measured = search(problem, budget, seed, noise=noise)
     plan = workload_plan(result, None, "config")
     dispatch = dispatched(problem, result)
     selection = {s: result.kernels[k].key() for s, k in result.choice.items()}
@@ -278,12 +289,14 @@ def _column(problem: Problem, key: str) -> int:
     return [c.key() for c in problem.candidates].index(key)
 
 
-def explain(problem: Problem, budget: int, seed: int, log: RoundLog | None = None) -> None:
+def explain(
+    problem: Problem, budget: int, seed: int, log: RoundLog | None = None, noise: bool = False
+) -> None:
     """Per T: the dispatched kernel against the oracle's best, and what the search believed
     of each (its estimate, the raw model's prediction, whether it measured the pair); then
     how many candidates it measured at that T and the fastest of them, and where it
     measured the kernel it ran (a pick measured only far away rests on an estimate)."""
-    result, measured = search(problem, budget, seed, log)
+    result, measured = search(problem, budget, seed, log, noise)
     dispatch = dispatched(problem, result)
     keys = [c.key() for c in problem.candidates]
     here: dict[Shape, list[str]] = {}
@@ -320,9 +333,9 @@ def explain(problem: Problem, budget: int, seed: int, log: RoundLog | None = Non
 _PROBLEMS: dict[str, Problem] = {}  # what a forked worker of run_workloads reads
 
 
-def _run_named(job: tuple[str, Sequence[int], Sequence[int]]) -> tuple[str, dict]:
-    name, budgets, seeds = job
-    return name, run_workload(_PROBLEMS[name], budgets, seeds)
+def _run_named(job: tuple[str, Sequence[int], Sequence[int], bool]) -> tuple[str, dict]:
+    name, budgets, seeds, noise = job
+    return name, run_workload(_PROBLEMS[name], budgets, seeds, noise)
 
 
 def run_workloads(
@@ -331,20 +344,23 @@ def run_workloads(
     budgets: Sequence[int],
     seeds: Sequence[int],
     jobs: int = 1,
+    noise: bool = False,
 ) -> dict[str, dict]:
     """:func:`run_workload` of each of ``names``, ``jobs`` workloads at a time (forked
     processes: the replay times nothing, so two of them on two cores give the same
     numbers as one after the other, in half the time)."""
-    work = [(name, budgets, seeds) for name in names]
+    work = [(name, budgets, seeds, noise) for name in names]
     if jobs <= 1 or len(names) <= 1:
-        return {name: run_workload(problems[name], budgets, seeds) for name in names}
+        return {name: run_workload(problems[name], budgets, seeds, noise) for name in names}
     _PROBLEMS.update(problems)
     with multiprocessing.get_context("fork").Pool(min(jobs, len(names))) as pool:
         found = dict(pool.imap_unordered(_run_named, work))
     return {name: found[name] for name in names}
 
 
-def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int]) -> dict:
+def run_workload(
+    problem: Problem, budgets: Sequence[int], seeds: Sequence[int], noise: bool = False
+) -> dict:
     oracle = {_t(s): problem.table.best(s) for s in problem.shapes}
     result: dict = {
         "key": problem.workload.key,
@@ -372,7 +388,11 @@ def run_workload(problem: Problem, budgets: Sequence[int], seeds: Sequence[int])
         for budget in budgets:
             result[name][str(budget)] = {}
             for seed in seeds:
-                found = run(problem, budget, seed)
+                found = (
+                    run_dcmlir(problem, budget, seed, noise)
+                    if name == "dcmlir"
+                    else run(problem, budget, seed)
+                )
                 result[name][str(budget)][str(seed)] = found
                 extra = (
                     f" (selection {found['selection_quality']:.3f}, {found['seconds']:.1f} s)"
@@ -763,6 +783,13 @@ def main() -> int:
         "--report-only", action="store_true", help="redo the plot and docs from --out's JSON"
     )
     parser.add_argument(
+        "--noise",
+        choices=("none", "passes"),
+        default="none",
+        help="passes: dcmlir's measurements each one pass of a merged oracle, drawn per call "
+        "and shape with the seed (scored on the median as ever); with --no-docs or --explain",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="workloads replayed at once (processes; default 1)"
     )
     args = parser.parse_args()
@@ -782,6 +809,9 @@ def main() -> int:
     out = Path(args.out)
     if args.search_log and not args.explain:
         parser.error("--search-log logs the one search of --explain")
+    noise = args.noise == "passes"
+    if noise and not (args.no_docs or args.explain or args.report_only):
+        parser.error("--noise passes is not the docs' replay: add --no-docs (and an --out)")
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
     out.parent.mkdir(parents=True, exist_ok=True)  # before minutes of replay, not after
@@ -804,15 +834,16 @@ def main() -> int:
         return 1
     if explained is not None:
         if args.search_log is None:
-            explain(problems[explained[0]], *explained[1:])
+            explain(problems[explained[0]], *explained[1:], noise=noise)
             return 0
         with open(args.search_log, "w", encoding="utf-8") as stream:
-            explain(problems[explained[0]], *explained[1:], RoundLog(stream))
+            explain(problems[explained[0]], *explained[1:], RoundLog(stream), noise)
         return 0
-    results = run_workloads(problems, names, budgets, seeds, args.jobs)
+    results = run_workloads(problems, names, budgets, seeds, args.jobs, noise)
     some = problems[names[0]]
     command = f"{COMMAND} --records {args.records} --workloads {args.workloads}"
     command += f" --budgets {args.budgets} --seeds {args.seeds}"
+    command += " --noise passes" if noise else ""
     report = {
         "command": command,
         "records": args.records,
@@ -821,6 +852,7 @@ def main() -> int:
         "t": [_t(s) for s in some.shapes],
         "budgets": budgets,
         "seeds": seeds,
+        "noise": args.noise,
         "strategies": list(STRATEGIES),
         "seconds": time.perf_counter() - start,
         "plot": out.with_suffix(".png").name,

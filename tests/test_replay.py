@@ -21,10 +21,10 @@ from helpers import SCORES, benchmarks_on_path, dense_with_range, with_ranges
 from dcmlir.cost_model import TrivialCostModel
 from dcmlir.driver.loading import load_workloads
 from dcmlir.records import Record, RecordDatabase
-from dcmlir.search.shape_generic import SearchSettings, ShapeGenericSearch
+from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGenericSearch
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
-from dcmlir.testing import ReplayError, ReplayMeasurer, ReplayTable
+from dcmlir.testing import PassNoiseMeasurer, ReplayError, ReplayMeasurer, ReplayTable
 from dcmlir.workload import Workload
 
 TARGET = CpuTarget()
@@ -132,10 +132,9 @@ def test_an_unrecorded_pair_can_be_answered_as_a_failed_run(tmp_path: Path) -> N
         ReplayMeasurer(workload, table, unrecorded="guess")
 
 
-def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
-    workload, candidates, path = oracle_file(tmp_path)
-    measurer = ReplayMeasurer(workload, ReplayTable.load(str(path), workload.key))
-    result = ShapeGenericSearch(
+def replayed_search(workload: Workload, measurer: ReplayMeasurer, candidates: list) -> SearchResult:
+    """The search on :func:`oracle_file`'s shapes with the trivial model, budget 9."""
+    return ShapeGenericSearch(
         workload,
         measurer,  # type: ignore[arg-type]
         TrivialCostModel(workload, TARGET, seed=0),
@@ -144,17 +143,46 @@ def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
         stream=io.StringIO(),
         shapes=SHAPES,
     ).run()
+
+
+def test_the_search_runs_on_a_replay_within_its_budget(tmp_path: Path) -> None:
+    workload, candidates, path = oracle_file(tmp_path)
+    measurer = ReplayMeasurer(workload, ReplayTable.load(str(path), workload.key))
+    result = replayed_search(workload, measurer, candidates)
     assert result.measurements == measurer.measured <= 9
     assert set(result.measured) == set(measurer.timed)
 
 
-def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_path: Path) -> None:
-    """benchmarks/oracle.py --merge: three passes, a pair's middle pass is its median;
-    a pair one pass did not time keeps the first pass's; the failure stays a failure."""
+def test_a_plan_is_scored_on_the_oracle_at_every_t_it_holds(tmp_path: Path) -> None:
+    """benchmarks/plan_quality.py: a replayed search's plan, written as dcmlir tune writes
+    it, read back and run at each T: the quality quality.py gives its dispatch."""
+    benchmarks_on_path()
+    from plan_quality import plan_dispatch
+    from quality import Problem, dispatched
+
+    from dcmlir.dispatch.plan import Plan, PlanError
+    from dcmlir.driver.plan_tree import workload_plan
+
+    workload, candidates, path = oracle_file(tmp_path)
+    table = ReplayTable.load(str(path), workload.key)
+    result = replayed_search(workload, ReplayMeasurer(workload, table), candidates)
+    plan = Plan(TARGET, "m.mlir", (workload_plan(result, None, "config"),))
+    plan_path = tmp_path / "m.plan.json"
+    plan_path.write_text(json.dumps(plan.to_json()))
+    problem = Problem("m", workload, table, TARGET, candidates)
+    assert plan_dispatch(problem, plan_path) == dispatched(problem, result)
+    other = Problem("m", replace(workload, key="other"), table, TARGET, candidates)
+    with pytest.raises(PlanError, match="no workload other"):
+        plan_dispatch(other, plan_path)
+
+
+def merged_oracle(tmp_path: Path) -> tuple[Workload, list, ReplayTable]:
+    """:func:`oracle_file` merged with two more passes, 3x and 0.5x its times (its pairs at
+    t = 3 timed once, those at t = 1 the same in every pass)."""
     benchmarks_on_path()
     from oracle import load_oracle, merge
 
-    workload, _, first = oracle_file(tmp_path)
+    workload, candidates, first = oracle_file(tmp_path)
     records = RecordDatabase(first, fsync=False).load()
     passes = [first]
     for factor in (3.0, 0.5):
@@ -169,6 +197,13 @@ def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_pat
         passes.append(again.path)
     merge(passes, tmp_path / "merged.jsonl")
     table = ReplayTable.from_records(load_oracle(tmp_path / "merged.jsonl"), workload.key)
+    return workload, candidates, table
+
+
+def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_path: Path) -> None:
+    """benchmarks/oracle.py --merge: three passes, a pair's middle pass is its median;
+    a pair one pass did not time keeps the first pass's; the failure stays a failure."""
+    table = merged_oracle(tmp_path)[2]
     default = DefaultCandidate().key()
     assert table.seconds(default, (2,)) == pytest.approx(2e-3)  # median of 2, 6 and 1 ms
     assert len(table.records[(default, (2,))].times) == 6
@@ -177,6 +212,44 @@ def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_pat
     assert table.seconds(default, (3,)) == pytest.approx(3e-3)
     assert "passes" not in table.records[(default, (3,))].extra
     assert not table.records[(table.candidate_keys[2], (4,))].ok
+
+
+def test_a_noisy_replay_answers_one_call_at_one_shape_from_one_pass(tmp_path: Path) -> None:
+    """PassNoiseMeasurer: a pair's answer is one of its passes, the same pass for every
+    pair of one call at one shape, drawn again in a later call, the same for a seed; a
+    record without passes answers as recorded, a failure as a failure."""
+    workload, candidates, table = merged_oracle(tmp_path)
+    default, kernel = candidates[0].key(), candidates[1].key()
+    passes = table.records[(default, (2,))].extra["passes"]
+    drawn: set[float] = set()
+    for seed in range(12):
+        measurer = PassNoiseMeasurer(workload, table, seed)
+        report = measurer.measure_pairs([(candidates[0], (2,)), (candidates[1], (2,))])
+        first = report.median(default, (2,))
+        assert first in passes and report.median(kernel, (2,)) == pytest.approx(2 * first)
+        drawn.add(first)
+        later = measurer.measure_pairs([(candidates[0], (2,)), (candidates[0], (3,))])
+        assert later.median(default, (2,)) in passes  # a later call draws again
+        assert later.median(default, (3,)) == table.seconds(default, (3,))  # one pass only
+        again = PassNoiseMeasurer(workload, table, seed).measure_pairs([(candidates[0], (2,))])
+        assert again.median(default, (2,)) == first  # the same seed, the same draw
+    assert len(drawn) > 1  # not always the median: some seeds drew another pass
+    failed = PassNoiseMeasurer(workload, table, 0).measure_pairs([(candidates[2], (4,))])
+    assert not failed.records[(candidates[2].key(), (4,))].ok
+
+
+def test_the_noisy_replay_is_kept_out_of_the_docs_section(tmp_path: Path) -> None:
+    """quality.py --noise passes without --no-docs: refused before any replay."""
+    benchmarks_on_path()
+    import quality
+
+    argv = ["quality.py", "--noise", "passes", "--workloads", "dense_qkv", "--budgets", "6"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "q.json")])
+        with pytest.raises(SystemExit) as exit_info:
+            quality.main()
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "q.json").exists()
 
 
 def quality_report(

@@ -17,13 +17,14 @@ from dcmlir.testing.fakes import (
     quirk,
     small_cost_model,
 )
-from dcmlir.testing.replay import ReplayError, ReplayMeasurer, ReplayTable
+from dcmlir.testing.replay import PassNoiseMeasurer, ReplayError, ReplayMeasurer, ReplayTable
 
 __all__ = [
     "SMALL_MODEL_TREES",
     "FakeMeasurer",
     "FakeRunner",
     "FullDiskDatabase",
+    "PassNoiseMeasurer",
     "ReplayError",
     "ReplayMeasurer",
     "ReplayTable",

@@ -12,6 +12,8 @@ failed there is.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 from dcmlir.workload import Workload
 
-__all__ = ["ReplayError", "ReplayMeasurer", "ReplayTable"]
+__all__ = ["PassNoiseMeasurer", "ReplayError", "ReplayMeasurer", "ReplayTable"]
 
 Pair = tuple[str, Shape]
 """(candidate key, shape)."""
@@ -144,6 +146,11 @@ class ReplayMeasurer:
         self.unrecorded = unrecorded
         self.timed: list[Pair] = []
         self._answered: set[Pair] = set()
+        self.calls = 0  # measure_pairs calls answered so far
+
+    def _answer(self, pair: Pair) -> Record | None:
+        """The record that answers ``pair`` in this call (None: not recorded)."""
+        return self.table.records.get(pair)
 
     @property
     def measured(self) -> int:
@@ -164,8 +171,9 @@ class ReplayMeasurer:
             key, shape = missing[0]
             self.table.seconds(key, shape)  # raises, naming the pair
         report = MeasureReport(self.workload, [c for c, _ in pairs], [tuple(s) for _, s in pairs])
+        self.calls += 1
         for (candidate, _), pair in zip(pairs, wanted, strict=True):
-            record = self.table.records.get(pair) or self._unrecorded(candidate, pair[1])
+            record = self._answer(pair) or self._unrecorded(candidate, pair[1])
             if pair not in self._answered:
                 self._answered.add(pair)
                 self.timed.append(pair)
@@ -188,3 +196,27 @@ class ReplayMeasurer:
             failure_kind="run",
             dims=self.workload.shape_dims(shape),
         )
+
+
+class PassNoiseMeasurer(ReplayMeasurer):
+    """A replay of a merged oracle (``benchmarks/oracle.py --merge``) that answers each
+    pair with one pass's median instead of the median of the passes: the measurements a
+    live tune makes are single passes, rounds apart, on a machine that drifts.
+
+    The pass is drawn per (``seed``, call, shape): pairs timed in one call at one shape
+    come from one pass, as a tune times them interleaved there, while another call (a
+    later round) draws again. A record without ``extra["passes"]`` answers as recorded.
+    """
+
+    def __init__(self, workload: Workload, table: ReplayTable, seed: int, **kwargs: object) -> None:
+        super().__init__(workload, table, **kwargs)  # type: ignore[arg-type]
+        self.seed = seed
+
+    def _answer(self, pair: Pair) -> Record | None:
+        record = self.table.records.get(pair)
+        passes = record.extra.get("passes") if record is not None and record.ok else None
+        if not passes:
+            return record
+        key = f"{self.seed}:{self.calls}:{pair[1]}".encode()
+        drawn = passes[hashlib.sha256(key).digest()[0] % len(passes)]
+        return dataclasses.replace(record, median=float(drawn))
