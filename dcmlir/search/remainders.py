@@ -32,10 +32,20 @@ __all__ = [
     "log_distance",
 ]
 
-UNSEEN_REMAINDER = 2.0
+UNSEEN_REMAINDER = 1.5
 """How much slower than predicted a kernel is assumed on shapes of a remainder class it
 was never measured in, when no kernel shows what that class costs: no sibling, and no
-kernel with the same (or a wider) tile on each loop the class has a remainder on."""
+kernel with the same (or a wider) tile on each loop the class has a remainder on. Only
+what is measured next follows from it: a kernel keeps a shape only with a measurement in
+its class within reach (:meth:`RemainderClasses.unproven`). At 2x (before 2026-12-07) a
+kernel measured only where its tiles divide T was kept off the other T: on every T of
+1..128 of attention context (a Zen 4 oracle, docs/benchmarks.md, "A remainder class never
+measured, assumed 1.5x") live plans ran a 2-row kernel at 0.85 of the best at three T of
+four where the 4-row kernel they ran at multiples of 4 was the best; the measured
+remainders there cost 1.02-1.22x, 1.3-1.9x for 16-wide N tiles of attention scores,
+2.8-5.7x for 32 and 64 (the EPYC oracle). Oracle replay, 15 workloads, seeds 0-5: 1.5 met
+the replay's two misses of seeds 0-2 and lifted the geomean at 60, 110 and 240; 1.4 and
+1.6 each left cells under their lines."""
 
 REACH = 4.0
 """How far one measurement speaks for a kernel: to the shapes whose dynamic extents'
