@@ -10,8 +10,9 @@ is left to measure, its siblings beside it (:func:`sibling_pairs`), then the con
 the estimate hides (:func:`hidden_contenders`).
 
 The search's estimate of an unmeasured pair is the model's prediction corrected by what
-the measurements showed, and doubled (:data:`~dcmlir.search.remainders.UNSEEN_REMAINDER`)
-in a remainder class the kernel was never measured in: a safe guess for selection, but
+the measurements showed, and raised (:data:`~dcmlir.search.remainders.UNSEEN_REMAINDER`,
+2x when these records were read) in a remainder class the kernel was never measured in:
+a safe guess for selection, but
 it hides the pairs that would change the answer from verification, which looks at
 contenders within a margin of the estimate. Records (EPYC oracle replay, `dense_qkv`,
 budget 240): `wg8x128:v4x64:k4`, predicted 252 us at T = 5..7 and measured 212, was
