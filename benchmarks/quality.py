@@ -810,7 +810,7 @@ def main() -> int:
     if args.search_log and not args.explain:
         parser.error("--search-log logs the one search of --explain")
     noise = args.noise == "passes"
-    if noise and not (args.no_docs or args.explain or args.report_only):
+    if noise and not (args.no_docs or args.explain):
         parser.error("--noise passes is not the docs' replay: add --no-docs (and an --out)")
     if args.report_only:
         return report_outputs(json.loads(out.read_text()), out, args.no_docs)
