@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from oracle import known_workloads, load_oracle
-from quality import Problem, load_problem
+from quality import Problem, load_problem, plan_runs
 
 from dcmlir.dispatch.plan import Plan, PlanError
 from dcmlir.shapes import Shape
@@ -34,15 +34,11 @@ def plan_dispatch(problem: Problem, plan_path: Path) -> dict[Shape, str]:
     """The kernel ``plan_path``'s tree runs at each of the oracle's shapes ("exact" where an
     exact build takes the shape, "default" where the plan keeps IREE's default)."""
     plan = Plan.from_json(json.loads(plan_path.read_text()), str(plan_path))
-    found = [w for w in plan.workloads if w.key == problem.workload.key]
-    if not found:
+    workload = plan.for_workload(problem.workload.key)
+    if workload is None:
         raise PlanError(f"{plan_path}: no workload {problem.workload.key} ({problem.name})")
-    dispatch: dict[Shape, str] = {}
-    for shape in problem.shapes:
-        kernel = found[0].select(problem.workload.shape_dims(shape))
-        key = kernel.candidate_key if kernel is not None else "default"
-        dispatch[shape] = "exact" if key.startswith("exact:") else key
-    return dispatch
+    runs = plan_runs(problem, workload)
+    return {s: "exact" if key.startswith("exact:") else key for s, key in runs.items()}
 
 
 def main() -> int:

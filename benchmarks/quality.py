@@ -60,12 +60,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from constant_weight_bench import replace_section
 from oracle import known_workloads, load_oracle
 
 from dcmlir.cost_model import CostModel
+from dcmlir.dispatch.workload_plan import WorkloadPlan
 from dcmlir.driver.loading import load_model
 from dcmlir.driver.plan_tree import workload_plan
 from dcmlir.records import RecordDatabase
@@ -193,7 +195,12 @@ def search(
 
 def dispatched(problem: Problem, result: SearchResult) -> dict[Shape, str]:
     """The kernel the plan's decision tree runs at each shape (IREE's default: "default")."""
-    plan = workload_plan(result, None, "config")
+    return plan_runs(problem, workload_plan(result, None, "config"))
+
+
+def plan_runs(problem: Problem, plan: WorkloadPlan) -> dict[Shape, str]:
+    """The key of what ``plan`` runs at each of the oracle's shapes ("default" where it keeps
+    IREE's default)."""
     found = {}
     for shape in problem.shapes:
         kernel = plan.select(problem.workload.shape_dims(shape))
@@ -380,7 +387,7 @@ def run_workload(
         "exhaustive-8": exhaustive_8(problem),
     }
     for name, run in (
-        ("dcmlir", run_dcmlir),
+        ("dcmlir", partial(run_dcmlir, noise=noise)),
         ("random", run_random),
         ("model-alone", run_model_alone),
     ):
@@ -388,11 +395,7 @@ def run_workload(
         for budget in budgets:
             result[name][str(budget)] = {}
             for seed in seeds:
-                found = (
-                    run_dcmlir(problem, budget, seed, noise)
-                    if name == "dcmlir"
-                    else run(problem, budget, seed)
-                )
+                found = run(problem, budget, seed)
                 result[name][str(budget)][str(seed)] = found
                 extra = (
                     f" (selection {found['selection_quality']:.3f}, {found['seconds']:.1f} s)"

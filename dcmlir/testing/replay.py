@@ -208,8 +208,15 @@ class PassNoiseMeasurer(ReplayMeasurer):
     later round) draws again. A record without ``extra["passes"]`` answers as recorded.
     """
 
-    def __init__(self, workload: Workload, table: ReplayTable, seed: int, **kwargs: object) -> None:
-        super().__init__(workload, table, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        workload: Workload,
+        table: ReplayTable,
+        seed: int,
+        db: RecordDatabase | None = None,
+        unrecorded: str = "raise",
+    ) -> None:
+        super().__init__(workload, table, db, unrecorded)
         self.seed = seed
 
     def _answer(self, pair: Pair) -> Record | None:
