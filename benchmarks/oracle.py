@@ -51,7 +51,7 @@ from pathlib import Path
 from never_slower import NOVEL, STRUCTURE, all_workloads
 
 from dcmlir.driver.loading import load_model
-from dcmlir.driver.tuning import SHORT_CALL
+from dcmlir.driver.tuning import tuning_measure
 from dcmlir.measure.loop import Measurer
 from dcmlir.measure.runner import RunnerSettings
 from dcmlir.measure.timing import MeasureSettings
@@ -77,9 +77,7 @@ def known_workloads() -> dict[str, str]:
 
 def protocol(min_time: float = 0.01, rounds: int = 3) -> MeasureSettings:
     """The tuner's way of timing (``dcmlir tune``), with samples of ``min_time``."""
-    return MeasureSettings(
-        min_time=min_time, rounds=rounds, warmup=min_time, call_by_call_below=SHORT_CALL
-    )
+    return tuning_measure(min_time, rounds)
 
 
 def search_shapes(workload: Workload) -> list[Shape]:

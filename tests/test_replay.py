@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import statistics
 import sys
 import tempfile
 from dataclasses import replace
@@ -227,6 +228,8 @@ def test_a_noisy_replay_answers_one_call_at_one_shape_from_one_pass(tmp_path: Pa
         report = measurer.measure_pairs([(candidates[0], (2,)), (candidates[1], (2,))])
         first = report.median(default, (2,))
         assert first in passes and report.median(kernel, (2,)) == pytest.approx(2 * first)
+        answered = report.records[(default, (2,))].times  # that pass's samples, not all
+        assert len(answered) == 2 and statistics.median(answered) == pytest.approx(first)
         drawn.add(first)
         later = measurer.measure_pairs([(candidates[0], (2,)), (candidates[0], (3,))])
         assert later.median(default, (2,)) in passes  # a later call draws again

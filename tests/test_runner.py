@@ -24,8 +24,8 @@ from dcmlir.codegen.kernel import (
 from dcmlir.codegen.kernel import reference as kernel_reference
 from dcmlir.ir.mlir import ir, parse_module
 from dcmlir.measure.runner import Runner, RunnerSettings, ShapeProblem
-from dcmlir.measure.timing import MeasureSettings
-from dcmlir.measure.variants import ModuleFunction
+from dcmlir.measure.timing import MeasureSettings, Timing, unsettled
+from dcmlir.measure.variants import ModuleFunction, Variant
 from dcmlir.workload import Workload, workloads
 
 SKINNY = (
@@ -139,6 +139,59 @@ def test_for_calls_chooses_the_sampling_by_the_length_of_a_call() -> None:
         MeasureSettings(call_by_call_below=-1.0)
     with pytest.raises(ValueError, match="short_rounds"):
         MeasureSettings(short_rounds=0)
+
+
+class SlowPhaseRunner(Runner):
+    """A runner whose first ``slow`` samples of ``name`` are 1.5x what they timed: a slow
+    phase of the machine that took most of that variant's first rounds."""
+
+    def __init__(self, settings: RunnerSettings, name: str, slow: int) -> None:
+        super().__init__(settings)
+        self.name, self.slow = name, slow
+
+    def _sample(self, timing: Timing, variant: Variant, measure: MeasureSettings) -> float | None:
+        seconds = super()._sample(timing, variant, measure)
+        if seconds is None or variant.name != self.name or self.slow == 0:
+            return seconds
+        self.slow -= 1
+        return 1.5 * seconds
+
+
+def test_a_median_far_over_the_fastest_sample_is_unsettled() -> None:
+    assert not unsettled([100.0, 102.0, 104.0], 0.05)
+    assert unsettled([100.0, 150.0, 152.0], 0.05)
+    assert not unsettled([100.0, 150.0, 152.0], 0.6)
+    assert not unsettled([], 0.05)
+    with pytest.raises(ValueError, match="settle_tolerance"):
+        MeasureSettings(settle_tolerance=-0.1)
+    with pytest.raises(ValueError, match="most_rounds"):
+        MeasureSettings(most_rounds=-1)
+
+
+def test_a_slow_phase_over_most_rounds_gets_the_group_more_rounds(
+    dense_module: tuple[Workload, str],
+) -> None:
+    """Two of three samples of one variant slow: with a settle tolerance every variant
+    takes more rounds until that median is one of its unslowed samples (at most
+    ``most_rounds`` in all); without one, its median is a slow sample."""
+    workload, path = dense_module
+    variants = [
+        ModuleFunction("default", path, "v_default"),
+        ModuleFunction("skinny", path, "v_skinny"),
+    ]
+    settle = dataclasses.replace(FAST, settle_tolerance=0.2, most_rounds=12)
+    found = {}
+    for name, settings in (("settled", settle), ("kept", FAST)):
+        with SlowPhaseRunner(RunnerSettings(settings), "skinny", slow=2) as runner:
+            found[name] = runner.measure_shape(variants, problem(workload, 64))
+    settled, kept = found["settled"], found["kept"]
+    assert kept.extra_rounds == 0
+    assert all(len(t.samples) == FAST.rounds for t in kept.timings.values())
+    assert kept["skinny"].median > 1.3 * min(kept["skinny"].samples)
+    assert 2 <= settled.extra_rounds <= 9
+    for timing in settled.timings.values():
+        assert len(timing.samples) == FAST.rounds + settled.extra_rounds  # every variant
+    assert settled["skinny"].median < 1.2 * min(settled["skinny"].samples[2:])
 
 
 def test_wrong_result_is_a_failed_measurement(dense_module: tuple[Workload, str]) -> None:

@@ -71,6 +71,22 @@ SHORT_CALL = 250e-6
 (:attr:`~dcmlir.measure.timing.MeasureSettings.call_by_call_below`): 50 samples of one call
 per input set after an untimed one cost 400 calls, what 3 samples of the minimum time cost
 at about this length, and they put identical builds within 1-2% instead of 5-16%."""
+SETTLE_TOLERANCE = 0.05
+"""A kernel's median more than this over its fastest sample takes its shape another round
+(:func:`~dcmlir.measure.timing.unsettled`), up to :data:`SETTLE_ROUNDS` times the rounds."""
+SETTLE_ROUNDS = 4
+
+
+def tuning_measure(min_time: float, rounds: int) -> MeasureSettings:
+    """How ``dcmlir tune`` times (and an oracle made to be compared with it)."""
+    return MeasureSettings(
+        min_time=min_time,
+        rounds=rounds,
+        warmup=min_time,
+        call_by_call_below=SHORT_CALL,
+        settle_tolerance=SETTLE_TOLERANCE,
+        most_rounds=SETTLE_ROUNDS * rounds,
+    )
 
 
 def tune(
@@ -211,9 +227,7 @@ def tune(
     records = roles.open_database(db)
     db = records.path if isinstance(roles.database, RecordDatabase) else db
     runner_settings = RunnerSettings(
-        MeasureSettings(
-            min_time=min_time, rounds=rounds, warmup=min_time, call_by_call_below=SHORT_CALL
-        ),
+        tuning_measure(min_time, rounds),
         driver=device,
         timeout=timeout,
         threads=threads,

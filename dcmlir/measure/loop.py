@@ -457,10 +457,10 @@ class Measurer:
                 extra["sampling"] = "sustained"
             elif result.call_by_call:
                 extra["sampling"] = "call-by-call"
+            extra |= {"extra_rounds": result.extra_rounds} if result.extra_rounds else {}
             if again:
                 extra["again"] = True  # a pair with a record already, timed side by side
-            if self.dispatch_repeat > 1:
-                extra["dispatch_repeat"] = self.dispatch_repeat
+            extra |= {"dispatch_repeat": self.dispatch_repeat} if self.dispatch_repeat > 1 else {}
             if self.runner_settings.isolated:
                 extra["threads"] = self.runner_settings.thread_count
                 extra["interference"] = round(timing.interference, 4)

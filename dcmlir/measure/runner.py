@@ -18,6 +18,7 @@ with the inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -39,6 +40,7 @@ from dcmlir.measure.timing import (
     MeasureSettings,
     Timing,
     interleaved,
+    unsettled,
 )
 from dcmlir.measure.variants import Variant
 
@@ -305,6 +307,7 @@ class Runner:
         if baseline is not None:
             result.baseline_before = self._sample(timings[baseline], by_name[baseline], settings)
         self._rounds(healthy, timings, settings, lambda v: timings[v.name].error is None, on_sample)
+        result.extra_rounds = self._settle(healthy, timings, settings)
         if baseline is not None:
             result.baseline_after = self._sample(timings[baseline], by_name[baseline], settings)
         if measure is None and result.call_by_call and self.settings.thread_count > 1:
@@ -338,6 +341,28 @@ class Runner:
                 first.samples, first.calls = timing.samples, first.calls + timing.calls
                 result.sustained.add(name)
 
+    def _settle(
+        self, variants: Sequence[Variant], timings: dict[str, Timing], settings: MeasureSettings
+    ) -> int:
+        """Rounds after ``settings.rounds``, one at a time, of every variant while one of
+        them is :func:`~dcmlir.measure.timing.unsettled`, up to ``settings.most_rounds``
+        in all; how many. Not for samples of one call: there are many of them already."""
+        tolerance, extra = settings.settle_tolerance, 0
+        if tolerance <= 0 or settings.sampled_call_by_call:
+            return 0
+        one = dataclasses.replace(settings, rounds=1)
+
+        def healthy(variant: Variant) -> bool:
+            return timings[variant.name].error is None
+
+        for first in range(settings.rounds, settings.most_rounds):
+            found = [timings[v.name].samples for v in variants if healthy(v)]
+            if not any(unsettled(samples, tolerance) for samples in found):
+                break
+            self._rounds(variants, timings, one, healthy, first=first)
+            extra += 1
+        return extra
+
     def _rounds(
         self,
         variants: Sequence[Variant],
@@ -345,9 +370,11 @@ class Runner:
         settings: MeasureSettings,
         healthy: Callable[[Variant], bool],
         on_sample: Callable[[str], None] | None = None,
+        first: int = 0,
     ) -> None:
-        """``settings.rounds`` interleaved rounds, each sample added to ``into``."""
-        for variant in interleaved(variants, settings.rounds, healthy):
+        """``settings.rounds`` interleaved rounds (the first of them round ``first``), each
+        sample added to ``into``."""
+        for variant in interleaved(variants, settings.rounds, healthy, first):
             timing = into[variant.name]
             seconds = self._sample(timing, variant, settings)
             if seconds is not None:

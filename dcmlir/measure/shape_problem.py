@@ -90,6 +90,7 @@ class ShapeResult:
     # call-by-call ones
     back_to_back: dict[str, float] = field(default_factory=dict)
     sustained: set[str] = field(default_factory=set)
+    extra_rounds: int = 0  # rounds taken because a variant's samples had not settled
 
     @property
     def drift(self) -> float | None:

@@ -42,6 +42,7 @@ __all__ = [
     "interleaved",
     "random_inputs",
     "relative_error",
+    "unsettled",
 ]
 
 Inputs = Sequence[np.ndarray]
@@ -71,6 +72,12 @@ class MeasureSettings:
     # builds"); 0: never
     call_by_call_below: float = 0.0
     short_rounds: int = 50
+    # samples of the minimum time: while a variant's median is more than this over its
+    # fastest sample (:func:`unsettled`), the group takes another round, up to
+    # ``most_rounds`` in all; 0: never (docs/benchmarks.md, "A slow phase of the machine
+    # during a tune")
+    settle_tolerance: float = 0.0
+    most_rounds: int = 0
 
     def __post_init__(self) -> None:
         if not all(math.isfinite(s) and s >= 0 for s in (self.min_time, self.warmup)):
@@ -83,6 +90,10 @@ class MeasureSettings:
             raise ValueError("call_by_call_below must be a finite number of seconds >= 0")
         if self.short_rounds < 1:
             raise ValueError("short_rounds must be >= 1")
+        if not (math.isfinite(self.settle_tolerance) and self.settle_tolerance >= 0):
+            raise ValueError("settle_tolerance must be a finite number >= 0")
+        if self.most_rounds < 0:
+            raise ValueError("most_rounds must be >= 0")
 
     def call_by_call(self, rounds: int) -> MeasureSettings:
         """These settings sampled call by call: ``rounds`` samples of one call per input
@@ -221,16 +232,29 @@ class Timing:
 
 
 def interleaved(
-    variants: Sequence[Item], rounds: int, healthy: Callable[[Item], bool]
+    variants: Sequence[Item], rounds: int, healthy: Callable[[Item], bool], first: int = 0
 ) -> Iterator[Item]:
     """The variants in the order samples are taken: every healthy one once per round.
 
-    Who goes first rotates from round to round (no fixed-position bias), and a
-    variant that failed is left out of the rounds after its failure.
+    Who goes first rotates from round to round (no fixed-position bias; ``first``: the
+    index of the first round, for rounds that follow others), and a variant that failed
+    is left out of the rounds after its failure.
     """
-    for round_index in range(rounds):
+    for round_index in range(first, first + rounds):
         order = [v for v in variants if healthy(v)]
         if not order:
             return
         shift = round_index % len(order)
         yield from [*order[shift:], *order[:shift]]
+
+
+def unsettled(samples: Sequence[float], tolerance: float) -> bool:
+    """Whether the median of ``samples`` is more than ``tolerance`` over the fastest one.
+
+    A slow phase of a shared machine lengthens some samples and never shortens one: where
+    it took most of a kernel's few samples, their median is the slow phase's. Quiet tunes
+    of attention scores on a Zen 4 put a kernel's median 1-3% over its fastest of three
+    samples; a neighbour copying memory a quarter of the time moved the medians of three
+    0.018 from each other (median |log|; 0.059 at the 90th percentile), and rounds taken
+    while a median was more than 5% over its fastest sample brought that to 0.010 (0.027)."""
+    return bool(samples) and statistics.median(samples) > min(samples) * (1 + tolerance)

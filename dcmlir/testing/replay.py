@@ -200,8 +200,9 @@ class ReplayMeasurer:
 
 class PassNoiseMeasurer(ReplayMeasurer):
     """A replay of a merged oracle (``benchmarks/oracle.py --merge``) that answers each
-    pair with one pass's median instead of the median of the passes: the measurements a
-    live tune makes are single passes, rounds apart, on a machine that drifts.
+    pair with one pass's median and samples instead of the median of the passes and all
+    their samples: the measurements a live tune makes are single passes, rounds apart, on
+    a machine that drifts.
 
     The pass is drawn per (``seed``, call, shape): pairs timed in one call at one shape
     come from one pass, as a tune times them interleaved there, while another call (a
@@ -225,5 +226,16 @@ class PassNoiseMeasurer(ReplayMeasurer):
         if not passes:
             return record
         key = f"{self.seed}:{self.calls}:{pair[1]}".encode()
-        drawn = passes[hashlib.sha256(key).digest()[0] % len(passes)]
-        return dataclasses.replace(record, median=float(drawn))
+        return one_pass(record, hashlib.sha256(key).digest()[0] % len(passes))
+
+
+def one_pass(record: Record, index: int) -> Record:
+    """A merged oracle's ``record`` as its pass ``index`` timed it: that pass's median and,
+    where the passes' pooled samples split evenly, its samples (the floor's pairs are read
+    by their quantiles, :func:`~dcmlir.search.floor_builds.steady`), as a live tune's
+    record holds one timing's."""
+    passes = record.extra["passes"]
+    times, size = record.times, len(record.times) // len(passes)
+    if size * len(passes) == len(times):  # pooled in the passes' order
+        times = times[index * size : (index + 1) * size]
+    return dataclasses.replace(record, median=float(passes[index]), times=times)
