@@ -21,7 +21,8 @@ diagonal; ``benchmarks/grid_replay.py`` replays the search on such an oracle.
 
 ``--merge``: one oracle from several passes of this script (``--out`` of each, the first
 the whole oracle): a pair timed in every pass gets the median of its passes' medians
-(``extra["passes"]``) and their samples pooled; the rest is the first pass's. One pass
+(``extra["passes"]``) and their samples pooled (``extra["pass_samples"]``: how many
+each pass took); the rest is the first pass's. One pass
 scores a second pass's picks at 0.940-0.997 (six workloads, EPYC); the median of three is
 what a target of 0.97 can be checked against.
 
@@ -127,7 +128,8 @@ def _merged(record: Record, again: list[Record]) -> Record:
         return failed
     medians = [record.median, *(r.median for r in again)]
     times = record.times + tuple(t for r in again for t in r.times)
-    extra = {**record.extra, "passes": medians}
+    counts = [len(record.times), *(len(r.times) for r in again)]  # extra rounds vary them
+    extra = {**record.extra, "passes": medians, "pass_samples": counts}
     return dataclasses.replace(record, median=statistics.median(medians), times=times, extra=extra)
 
 

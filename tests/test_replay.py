@@ -26,6 +26,7 @@ from dcmlir.search.shape_generic import SearchResult, SearchSettings, ShapeGener
 from dcmlir.space import Candidate, DataTiledCandidate, DefaultCandidate, space_for
 from dcmlir.target import CpuTarget
 from dcmlir.testing import PassNoiseMeasurer, ReplayError, ReplayMeasurer, ReplayTable
+from dcmlir.testing.replay import one_pass
 from dcmlir.workload import Workload
 
 TARGET = CpuTarget()
@@ -209,6 +210,7 @@ def test_an_oracle_merged_from_passes_takes_each_pairs_median_of_medians(tmp_pat
     assert table.seconds(default, (2,)) == pytest.approx(2e-3)  # median of 2, 6 and 1 ms
     assert len(table.records[(default, (2,))].times) == 6
     assert table.records[(default, (2,))].extra["passes"] == pytest.approx([2e-3, 6e-3, 1e-3])
+    assert table.records[(default, (2,))].extra["pass_samples"] == [2, 2, 2]
     assert table.seconds(default, (1,)) == pytest.approx(1e-3)
     assert table.seconds(default, (3,)) == pytest.approx(3e-3)
     assert "passes" not in table.records[(default, (3,))].extra
@@ -239,6 +241,27 @@ def test_a_noisy_replay_answers_one_call_at_one_shape_from_one_pass(tmp_path: Pa
     assert len(drawn) > 1  # not always the median: some seeds drew another pass
     failed = PassNoiseMeasurer(workload, table, 0).measure_pairs([(candidates[2], (4,))])
     assert not failed.records[(candidates[2].key(), (4,))].ok
+
+
+def test_one_pass_of_a_merged_record_is_its_own_samples_however_many(tmp_path: Path) -> None:
+    """A pass that took extra rounds holds more samples: each pass's are cut at its count;
+    a merge that did not say them is cut evenly, and pooled samples that do not add up to
+    the counts are all kept."""
+    record = merged_oracle(tmp_path)[2].records[(DefaultCandidate().key(), (2,))]
+    uneven = replace(
+        record,
+        times=(1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0, 5.0, 6.0),
+        extra={"passes": [2.0, 11.5, 5.5], "pass_samples": [3, 4, 2]},
+    )
+    assert one_pass(uneven, 1).times == (10.0, 11.0, 12.0, 13.0)
+    assert one_pass(uneven, 1).median == 11.5
+    assert one_pass(uneven, 2).times == (5.0, 6.0)
+    even = replace(
+        uneven, times=(1.0, 2.0, 10.0, 11.0, 5.0, 6.0), extra={"passes": [1.5, 10.5, 5.5]}
+    )
+    assert one_pass(even, 1).times == (10.0, 11.0)
+    odd = replace(uneven, times=(1.0, 2.0, 10.0, 5.0), extra={"passes": [1.5, 10.0, 5.0]})
+    assert one_pass(odd, 2).times == (1.0, 2.0, 10.0, 5.0) and one_pass(odd, 2).median == 5.0
 
 
 def test_the_noisy_replay_is_kept_out_of_the_docs_section(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from dcmlir.shapes import Shape
 from dcmlir.space import Candidate
 from dcmlir.workload import Workload
 
-__all__ = ["PassNoiseMeasurer", "ReplayError", "ReplayMeasurer", "ReplayTable"]
+__all__ = ["PassNoiseMeasurer", "ReplayError", "ReplayMeasurer", "ReplayTable", "one_pass"]
 
 Pair = tuple[str, Shape]
 """(candidate key, shape)."""
@@ -230,12 +230,15 @@ class PassNoiseMeasurer(ReplayMeasurer):
 
 
 def one_pass(record: Record, index: int) -> Record:
-    """A merged oracle's ``record`` as its pass ``index`` timed it: that pass's median and,
-    where the passes' pooled samples split evenly, its samples (the floor's pairs are read
-    by their quantiles, :func:`~dcmlir.search.floor_builds.steady`), as a live tune's
-    record holds one timing's."""
-    passes = record.extra["passes"]
-    times, size = record.times, len(record.times) // len(passes)
-    if size * len(passes) == len(times):  # pooled in the passes' order
-        times = times[index * size : (index + 1) * size]
+    """A merged oracle's ``record`` as its pass ``index`` timed it: that pass's median and
+    samples (the floor's pairs are read by their quantiles,
+    :func:`~dcmlir.search.floor_builds.steady`), as a live tune's record holds one
+    timing's. The samples are pooled in the passes' order, ``extra["pass_samples"]`` of
+    each (merges before it: as many each); where they do not add up, all are kept."""
+    passes, times = record.extra["passes"], record.times
+    counts = record.extra.get("pass_samples") or [len(times) // len(passes)] * len(passes)
+    if sum(counts) != len(times):
+        return dataclasses.replace(record, median=float(passes[index]))
+    start = sum(counts[:index])
+    times = times[start : start + counts[index]]
     return dataclasses.replace(record, median=float(passes[index]), times=times)
