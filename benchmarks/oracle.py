@@ -22,9 +22,9 @@ diagonal; ``benchmarks/grid_replay.py`` replays the search on such an oracle.
 ``--merge``: one oracle from several passes of this script (``--out`` of each, the first
 the whole oracle): a pair timed in every pass gets the median of its passes' medians
 (``extra["passes"]``) and their samples pooled (``extra["pass_samples"]``: how many
-each pass took); the rest is the first pass's. One pass
-scores a second pass's picks at 0.940-0.997 (six workloads, EPYC); the median of three is
-what a target of 0.97 can be checked against.
+each pass took); the rest is the first pass's. One pass scores a second pass's picks at
+0.940-0.997 (six workloads, EPYC); the median of three is what a target of 0.97 can be
+checked against.
 
     python benchmarks/oracle.py --out results/pass2.jsonl   # then pass3 the same way
     python benchmarks/oracle.py --merge docs/results/oracle_epyc.jsonl.gz,results/pass2.jsonl,\

@@ -306,8 +306,12 @@ class Runner:
         by_name = {v.name: v for v in variants}
         if baseline is not None:
             result.baseline_before = self._sample(timings[baseline], by_name[baseline], settings)
-        self._rounds(healthy, timings, settings, lambda v: timings[v.name].error is None, on_sample)
-        result.extra_rounds = self._settle(healthy, timings, settings)
+
+        def running(variant: Variant) -> bool:
+            return timings[variant.name].error is None
+
+        self._rounds(healthy, timings, settings, running, on_sample)
+        result.extra_rounds = self._settle(healthy, timings, settings, running)
         if baseline is not None:
             result.baseline_after = self._sample(timings[baseline], by_name[baseline], settings)
         if measure is None and result.call_by_call and self.settings.thread_count > 1:
@@ -342,19 +346,20 @@ class Runner:
                 result.sustained.add(name)
 
     def _settle(
-        self, variants: Sequence[Variant], timings: dict[str, Timing], settings: MeasureSettings
+        self,
+        variants: Sequence[Variant],
+        timings: dict[str, Timing],
+        settings: MeasureSettings,
+        healthy: Callable[[Variant], bool],
     ) -> int:
-        """Rounds after ``settings.rounds``, one at a time, of every variant while one of
-        them is :func:`~dcmlir.measure.timing.unsettled`, up to ``settings.most_rounds``
-        in all; how many. Not for samples of one call: there are many of them already."""
+        """Rounds after ``settings.rounds``, one at a time, of every ``healthy`` variant
+        while one of them is :func:`~dcmlir.measure.timing.unsettled`, up to
+        ``settings.most_rounds`` in all; how many. Not for samples of one call: there are
+        many of them already."""
         tolerance, extra = settings.settle_tolerance, 0
         if tolerance <= 0 or settings.sampled_call_by_call:
             return 0
         one = dataclasses.replace(settings, rounds=1)
-
-        def healthy(variant: Variant) -> bool:
-            return timings[variant.name].error is None
-
         for first in range(settings.rounds, settings.most_rounds):
             found = [timings[v.name].samples for v in variants if healthy(v)]
             if not any(unsettled(samples, tolerance) for samples in found):
